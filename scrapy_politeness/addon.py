@@ -1,0 +1,52 @@
+"""The Scrapy add-on: ``ADDONS = {"scrapy_politeness.Addon": 300}``."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.settings import SETTINGS_PRIORITIES
+
+from .middleware import PolitenessMiddleware
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+__all__ = ["Addon"]
+
+logger = logging.getLogger(__name__)
+
+_MW_PATH = "scrapy_politeness.PolitenessMiddleware"
+_MW_PATHS = {_MW_PATH, "scrapy_politeness.middleware.PolitenessMiddleware"}
+
+
+def _force(settings: BaseSettings, name: str, value: object) -> None:
+    """Set ``name`` even over a user's value: two throttles would fight."""
+    priority = max(settings.getpriority(name) or 0, SETTINGS_PRIORITIES["addon"])
+    settings.set(name, value, priority=priority)
+
+
+class Addon:
+    """Enables the politeness middleware and turns off Scrapy's own throttles.
+
+    AutoThrottle and DOWNLOAD_DELAY would space requests a second time (and
+    AutoThrottle ignores 429/503 and Retry-After), so they are switched off,
+    with a warning when the user had set them. The middleware is added at
+    :attr:`PolitenessMiddleware.DOWNLOAD_PRIORITY` unless already listed.
+    """
+
+    def update_settings(self, settings: BaseSettings) -> None:
+        mws = settings["DOWNLOADER_MIDDLEWARES"]
+        listed = {k if isinstance(k, str) else f"{k.__module__}.{k.__qualname__}" for k in mws}
+        if not (listed & _MW_PATHS) and PolitenessMiddleware not in mws:
+            mws[_MW_PATH] = PolitenessMiddleware.DOWNLOAD_PRIORITY
+        if settings.getbool("AUTOTHROTTLE_ENABLED"):
+            logger.warning("scrapy-politeness turns AUTOTHROTTLE_ENABLED off: the politeness "
+                           "middleware replaces AutoThrottle")
+        _force(settings, "AUTOTHROTTLE_ENABLED", False)
+        if settings.getfloat("DOWNLOAD_DELAY") > 0:
+            logger.warning("scrapy-politeness sets DOWNLOAD_DELAY (%s) to 0: use "
+                           "POLITENESS_FLOOR / POLITENESS_DEFAULT instead",
+                           settings.getfloat("DOWNLOAD_DELAY"))
+        _force(settings, "DOWNLOAD_DELAY", 0)
+        _force(settings, "DOWNLOAD_DELAY_JITTER", 0)

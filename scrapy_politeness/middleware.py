@@ -1,0 +1,422 @@
+"""The Scrapy glue: a downloader middleware that waits in the gate.
+
+Priority 950, the nearest to the download handler of the stock chain: after
+HttpCacheMiddleware (900), so cache hits return before reaching the gate and
+are neither delayed nor counted; and, because ``process_response`` and
+``process_exception`` run in reverse priority order, before RetryMiddleware
+(550) turns a 429/5xx or a transport error into a retry, so every outcome is
+fed back first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import math
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.utils.httpobj import urlparse_cached
+
+from .dns import DnsCache
+from .policy import Gate, HostTable, IPTable, Release, Signal, host_key, retry_after_of
+from .settings import PolitenessSettings
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.robotstxt import RobotParser
+    from typing_extensions import Self
+
+__all__ = ["PolitenessMiddleware"]
+
+logger = logging.getLogger(__name__)
+
+_NETWORK_SCHEMES = frozenset(("http", "https"))
+_STATS = "politeness/"
+_WATCH_EVERY = 0.25  # seconds between checks for a closing engine and eviction
+
+
+@dataclass(slots=True)
+class _Dispatch:
+    key: str
+    at: float
+
+
+class PolitenessMiddleware:
+    """Per-host and per-IP buckets in step, fed back by every outcome.
+
+    See the README for the settings; the policy itself lives in
+    :mod:`scrapy_politeness.policy` and knows nothing of Scrapy.
+    """
+
+    DOWNLOAD_PRIORITY = 950
+
+    def __init__(self, crawler: Crawler, settings: PolitenessSettings) -> None:
+        self.crawler = crawler
+        self.settings = settings
+        self.stats = crawler.stats
+        self.hosts = HostTable(settings.config, dead_after=settings.dead_after,
+                               overrides=dict(settings.hosts))
+        self.ips = IPTable(settings.config.ip_floor)
+        self.gate: Gate[asyncio.Future[Release[asyncio.Future[Any]]]] = Gate(
+            self.hosts, self.ips, margin=settings.send_margin,
+            max_in_flight=crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
+        )
+        self.dns = DnsCache(
+            nameservers=settings.dns_nameservers, timeout=settings.dns_timeout,
+            min_ttl=settings.dns_min_ttl, max_ttl=settings.dns_max_ttl,
+            negative_ttl=settings.dns_negative_ttl, hosts_file=settings.dns_hosts_file,
+        )
+        self._key = self._make_key_function(settings.grouping)
+        self._exempt: dict[str, bool] = {}
+        self._dispatched: dict[Request, _Dispatch] = {}
+        self._drop_reason: dict[str, str] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = math.inf
+        self._watch: asyncio.TimerHandle | None = None
+        self._last_evict = 0.0
+        self._closing = False
+        self._wrapped_resolver: Any = None
+        self._our_resolver: Any = None
+        s = crawler.settings
+        self._robots_ua: str | None = s.get("ROBOTSTXT_USER_AGENT") or None
+        self._default_ua: str = s.get("USER_AGENT") or ""
+        crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        settings = PolitenessSettings.from_settings(crawler.settings)
+        if not settings.enabled:
+            raise NotConfigured("POLITENESS_ENABLED is False")
+        from scrapy.utils.asyncio import is_asyncio_available
+
+        if not is_asyncio_available():
+            raise ValueError(
+                "scrapy-politeness needs an asyncio event loop: set TWISTED_REACTOR = "
+                "'twisted.internet.asyncioreactor.AsyncioSelectorReactor' (Scrapy's default)"
+            )
+        return cls(crawler, settings)
+
+    # -- keys --------------------------------------------------------------
+
+    @staticmethod
+    def _make_key_function(grouping: str) -> Callable[[str], str]:
+        if grouping == "host":
+            return lru_cache(maxsize=65536)(host_key)
+        from tldextract import TLDExtract
+
+        # The bundled public suffix list snapshot: no network fetch at start.
+        extract = TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+        @lru_cache(maxsize=65536)
+        def domain_key(hostname: str) -> str:
+            key = host_key(hostname)
+            result = extract(key)
+            return result.top_domain_under_public_suffix or key
+
+        return domain_key
+
+    def _ip_bucket(self, ip: str | None) -> str | None:
+        """The IP bucket key, or None when unknown or exempt (CDN networks)."""
+        if ip is None or not self.settings.ip_exempt:
+            return ip
+        exempt = self._exempt.get(ip)
+        if exempt is None:
+            addr = ipaddress.ip_address(ip)
+            exempt = self._exempt[ip] = any(addr in net for net in self.settings.ip_exempt)
+        return None if exempt else ip
+
+    # -- the gate ----------------------------------------------------------
+
+    async def process_request(self, request: Request) -> None:
+        parsed = urlparse_cached(request)
+        if parsed.scheme not in _NETWORK_SCHEMES or not parsed.hostname:
+            return
+        hostname = parsed.hostname
+        key = self._key(hostname)
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        self._check_not_dropped(key, loop.time())
+        ip = self.dns.lookup(hostname)
+        if ip is DnsCache.MISS:
+            ip = await self.dns.resolve(hostname)
+            if ip is None:
+                self.stats.inc_value(_STATS + "dns/failures_seen")
+        submitted = loop.time()
+        fut: asyncio.Future[Release[Any]] = loop.create_future()
+        self.gate.submit(key, self._ip_bucket(ip), fut, submitted)  # type: ignore[arg-type]
+        self._pump(submitted)
+        release = fut.result() if fut.done() else await fut
+        if ip is not None and self.settings.dns_pin:
+            self.dns.pin(hostname, ip)  # type: ignore[arg-type]
+        waited = release.at - submitted
+        if waited > 0:
+            self.stats.inc_value(_STATS + "waits")
+            self.stats.inc_value(_STATS + "wait_seconds", waited)  # type: ignore[arg-type]
+        self.stats.inc_value(_STATS + "dispatched")
+        self._dispatched[request] = _Dispatch(key, release.at)
+        request.meta["politeness"] = {
+            "ip": ip, "key": key, "waited": waited, "interval": release.interval,
+        }
+
+    def _check_not_dropped(self, key: str, now: float) -> None:
+        state = self.hosts.peek(key)
+        if state is None:
+            return
+        if state.dead:
+            self.stats.inc_value(_STATS + "dropped/dead")
+            raise IgnoreRequest(self._drop_reason.get(key, f"politeness: host {key} is dead"))
+        if now < state.parked_until:
+            self.stats.inc_value(_STATS + "dropped/parked")
+            raise IgnoreRequest(self._drop_reason.get(key, f"politeness: host {key} is parked"))
+
+    def _pump(self, now: float | None = None) -> None:
+        assert self._loop is not None
+        if now is None:
+            now = self._loop.time()
+        for release in self.gate.poll(now):
+            fut = release.token
+            if fut.done():  # its download was cancelled while it waited
+                self.gate.done(release.key)
+            else:
+                fut.set_result(release)
+        self._arm()
+
+    def _arm(self) -> None:
+        at = self.gate.next_event()
+        if at is None:
+            return
+        if self._timer is not None:
+            if self._timer_at <= at:
+                return
+            self._timer.cancel()
+        assert self._loop is not None
+        self._timer = self._loop.call_at(at, self._on_timer)
+        self._timer_at = at
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = math.inf
+        self._pump()
+
+    def _drop_waiting(self, key: str, reason: str, stat: str) -> None:
+        for fut in self.gate.drop_host(key):
+            if not fut.done():
+                self.stats.inc_value(_STATS + stat)
+                fut.set_exception(IgnoreRequest(reason))
+
+    # -- feedback ----------------------------------------------------------
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        dispatch = self._dispatched.pop(request, None)
+        if dispatch is None:
+            return response  # not ours: a cache hit, a non-network scheme
+        retry_after = None
+        raw = response.headers.getlist(b"Retry-After")
+        if raw:
+            retry_after = retry_after_of(raw, time.time())
+        latency = request.meta.get("download_latency") or 0.0
+        self._feedback(dispatch.key, response.status, retry_after, float(latency))
+        return response
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        dispatch = self._dispatched.pop(request, None)
+        if dispatch is None:
+            return
+        if isinstance(exception, IgnoreRequest):
+            self.gate.done(dispatch.key)
+            return
+        self._feedback(dispatch.key, 0, None, 0.0)
+
+    def _feedback(self, key: str, status: int, retry_after: float | None,
+                  latency: float) -> None:
+        assert self._loop is not None
+        now = self._loop.time()
+        self.gate.done(key)
+        state = self.hosts.get(key)
+        honoured = 0.0
+        if retry_after is not None:
+            if retry_after > self.settings.max_retry_after:
+                self._park(key, now + retry_after,
+                           f"politeness: {key} asked for Retry-After {retry_after:.0f}s, above "
+                           f"POLITENESS_MAX_RETRY_AFTER={self.settings.max_retry_after:g}s")
+            else:
+                honoured = retry_after
+                self.stats.inc_value(_STATS + "retry_after")
+        outcome = self.hosts.feedback(key, Signal(status, honoured, latency, state.latency), now)
+        if outcome.backed_off:
+            cause = "429" if status == 429 else "transport" if status == 0 else "5xx"
+            self.stats.inc_value(_STATS + "backoff/" + cause)
+        elif outcome.soft_widened:
+            self.stats.inc_value(_STATS + "backoff/latency")
+        if outcome.became_dead:
+            self.stats.inc_value(_STATS + "dead_hosts")
+            reason = (f"politeness: host {key} is dead (interval at the ceiling "
+                      f"{state.config.ceiling:g}s for {self.hosts.dead_after} fetches)")
+            self._drop_reason[key] = reason
+            logger.warning("Host %s declared dead: its interval stayed at the ceiling "
+                           "(%ss) for %s consecutive fetches; dropping its requests",
+                           key, state.config.ceiling, self.hosts.dead_after)
+            self._drop_waiting(key, reason, "dropped/dead")
+        self.gate.touch(key)
+        self._pump(now)
+
+    def _park(self, key: str, until: float, reason: str) -> None:
+        state = self.hosts.get(key)
+        if until > state.parked_until:
+            if state.parked_until <= (self._loop.time() if self._loop else 0.0):
+                logger.warning("%s; dropping its requests", reason)
+                self.stats.inc_value(_STATS + "parked_hosts")
+            state.parked_until = until
+            self._drop_reason[key] = reason
+        self._drop_waiting(key, reason, "dropped/parked")
+
+    # -- robots.txt --------------------------------------------------------
+
+    def _robots_parsed(self, robotparser: RobotParser, request: Request) -> None:
+        hostname = urlparse_cached(request).hostname
+        if not hostname:
+            return
+        ua = self._robots_ua or request.headers.get(b"User-Agent") or self._default_ua
+        delay = _robots_delay(robotparser, ua)
+        if delay is None:
+            return
+        key = self._key(hostname)
+        limit = self.settings.max_crawl_delay
+        if limit is not None and delay > limit:
+            policy = self.settings.crawl_delay_over_max
+            if policy == "skip":
+                self.stats.inc_value(_STATS + "crawl_delay_skipped_hosts")
+                self._park(key, math.inf,
+                           f"politeness: {key} asks Crawl-delay {delay:g}s, above "
+                           f"POLITENESS_MAX_CRAWL_DELAY={limit:g}s (policy 'skip')")
+                return
+            if policy == "cap":
+                delay = limit
+        state = self.hosts.get(key)
+        if state.crawl_delay == 0:
+            self.stats.inc_value(_STATS + "crawl_delay_hosts")
+        if delay > state.crawl_delay:
+            state.crawl_delay = delay
+        self.gate.touch(key)
+        if self._loop is not None:
+            self._pump()
+
+    # -- life cycle ----------------------------------------------------------
+
+    def _spider_opened(self, spider: Spider) -> None:
+        self._loop = asyncio.get_event_loop()
+        if self.settings.dns_pin:
+            self._install_resolver()
+        self._watch = self._loop.call_later(_WATCH_EVERY, self._on_watch)
+
+    def _on_watch(self) -> None:
+        """Drop waiters once the engine closes; evict idle state now and then."""
+        assert self._loop is not None
+        if self._engine_closing():
+            self._close_gate("politeness: spider closing")
+            return
+        now = self._loop.time()
+        if now - self._last_evict >= min(30.0, self.settings.idle_ttl / 4):
+            self._last_evict = now
+            cutoff = now - self.settings.idle_ttl
+            self.hosts.evict(cutoff)
+            self.ips.evict(now)
+            self.dns.evict(cutoff)
+            if len(self._exempt) > 65536:
+                self._exempt.clear()
+            self._sync_dns_stats()
+        self._watch = self._loop.call_later(_WATCH_EVERY, self._on_watch)
+
+    def _engine_closing(self) -> bool:
+        # Scrapy has no signal for "closing has begun"; the engine slot's
+        # ``closing`` Deferred is set at that moment (and the engine waits for
+        # every request in progress, including those waiting here).
+        engine = getattr(self.crawler, "engine", None)
+        slot = getattr(engine, "_slot", None)
+        return slot is not None and getattr(slot, "closing", None) is not None
+
+    def _close_gate(self, reason: str) -> None:
+        self._closing = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for fut in self.gate.drain():
+            if not fut.done():
+                self.stats.inc_value(_STATS + "dropped/closing")
+                fut.set_exception(IgnoreRequest(reason))
+
+    def _spider_closed(self, spider: Spider) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+        self._close_gate("politeness: spider closed")
+        self._restore_resolver()
+        self._sync_dns_stats()
+
+    def _sync_dns_stats(self) -> None:
+        st = self.dns.stats
+        self.stats.set_value(_STATS + "dns/lookups", st.lookups)
+        self.stats.set_value(_STATS + "dns/cache_hits", st.cache_hits)
+        self.stats.set_value(_STATS + "dns/failures", st.failures)
+
+    def _install_resolver(self) -> None:
+        from twisted.internet import reactor
+
+        from .pinning import PinnedNameResolver
+
+        current = getattr(reactor, "nameResolver", None)
+        if current is None or not hasattr(reactor, "installNameResolver"):
+            logger.warning("The reactor has no pluggable name resolver; downloads will not "
+                           "be pinned to the IP the politeness gate accounted for")
+            return
+        self._wrapped_resolver = current
+        self._our_resolver = PinnedNameResolver(current, self.dns.pinned)
+        reactor.installNameResolver(self._our_resolver)
+
+    def _restore_resolver(self) -> None:
+        if self._our_resolver is None:
+            return
+        from twisted.internet import reactor
+
+        if reactor.nameResolver is self._our_resolver:
+            reactor.installNameResolver(self._wrapped_resolver)
+        self._our_resolver = None
+
+
+def _robots_delay(robotparser: RobotParser, ua: str | bytes) -> float | None:
+    """The larger of Crawl-delay and 1/Request-rate, when either is usable."""
+    candidates: list[float] = []
+    try:
+        delay = robotparser.crawl_delay(ua)
+    except Exception:  # a broken parser backend must not break the crawl
+        logger.debug("crawl_delay() failed", exc_info=True)
+        delay = None
+    if delay is not None:
+        candidates.append(delay)
+    inner = getattr(robotparser, "rp", None)
+    request_rate = getattr(inner, "request_rate", None)
+    if callable(request_rate):
+        try:
+            rate = request_rate(ua if isinstance(ua, str) else ua.decode("latin-1"))
+        except Exception:
+            rate = None
+        requests = getattr(rate, "requests", None)
+        seconds = getattr(rate, "seconds", None)
+        if requests and seconds:
+            candidates.append(float(seconds) / float(requests))
+    usable = [d for d in candidates if isinstance(d, (int, float)) and math.isfinite(d) and d > 0]
+    return max(usable) if usable else None

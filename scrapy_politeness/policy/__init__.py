@@ -1,0 +1,27 @@
+"""The pure politeness policy: intervals, buckets, AIMD, the gate.
+
+Standard library only (no Scrapy, Twisted or dnspython), so it can be reasoned
+about, tested on a fake clock and reused by any state backend.
+"""
+
+from .config import Config, Signal, is_failure
+from .gate import Gate, Release
+from .keys import host_key, ip_literal
+from .retry_after import parse_retry_after, retry_after_of
+from .tables import HostState, HostTable, IPTable, Outcome
+
+__all__ = [
+    "Config",
+    "Gate",
+    "HostState",
+    "HostTable",
+    "IPTable",
+    "Outcome",
+    "Release",
+    "Signal",
+    "host_key",
+    "ip_literal",
+    "is_failure",
+    "parse_retry_after",
+    "retry_after_of",
+]

@@ -1,0 +1,221 @@
+"""Per-IP and per-host bucket state, reduced to timestamps.
+
+A bucket has no burst: a fetch may start at or after its next-eligible
+instant, and each start pushes that instant one interval further. Idle entries
+are evicted so memory follows the active working set, not every host ever seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import Config, Signal, is_failure
+
+__all__ = ["HostState", "HostTable", "IPTable", "Outcome"]
+
+
+def _is_zero_ip(ip: str | None) -> bool:
+    return not ip or ip == "0.0.0.0" or ip == "::"
+
+
+class IPTable:
+    """The shared per-IP state: one next-eligible instant per address.
+
+    Many hosts can resolve to one address (shared hosting, a CDN); hammering
+    that machine through a hundred vhosts is what the host bucket alone cannot
+    catch. Instants are seconds on the caller's clock.
+    """
+
+    __slots__ = ("_next", "floor")
+
+    def __init__(self, floor: float) -> None:
+        if floor < 0:
+            raise ValueError(f"IPTable floor must not be negative, got {floor!r}")
+        self.floor = floor
+        self._next: dict[str, float] = {}
+
+    def __len__(self) -> int:
+        return len(self._next)
+
+    def eligible_at(self, ip: str | None) -> float:
+        """The instant ``ip`` may next be fetched; 0 when unknown or unresolved."""
+        if _is_zero_ip(ip):
+            return 0.0
+        return self._next.get(ip, 0.0)  # type: ignore[arg-type]
+
+    def spend(self, ip: str | None, now: float, interval: float) -> None:
+        """Record a fetch to ``ip`` starting at ``now`` by a host at ``interval``.
+
+        Pushes the IP's next-eligible to ``now + max(floor, interval)``; never
+        moves it backwards. A no-op for the zero or unknown IP.
+        """
+        if _is_zero_ip(ip):
+            return
+        spacing = interval if interval > self.floor else self.floor
+        nxt = now + spacing
+        cur = self._next.get(ip, 0.0)  # type: ignore[arg-type]
+        if nxt > cur:
+            self._next[ip] = nxt  # type: ignore[index]
+
+    def evict(self, cutoff: float) -> int:
+        """Drop IPs whose next-eligible instant is at or before ``cutoff``.
+
+        Such an IP's bucket is full again, so forgetting it changes no
+        decision. Returns the number evicted.
+        """
+        stale = [ip for ip, nxt in self._next.items() if nxt <= cutoff]
+        for ip in stale:
+            del self._next[ip]
+        return len(stale)
+
+
+@dataclass(slots=True)
+class HostState:
+    """What the gate knows of one host group (the bucket key).
+
+    ``last_start`` is the start instant of the last fetch; the next one is
+    eligible at ``last_start + interval`` with the interval evaluated when
+    the next fetch is decided, so a Crawl-delay learnt meanwhile applies.
+    """
+
+    config: Config
+    adaptive: float
+    crawl_delay: float = 0.0
+    last_start: float = float("-inf")
+    not_before: float = 0.0
+    latency: float = 0.0
+    ceiling_streak: int = 0
+    dead: bool = False
+    parked_until: float = 0.0
+    touched: float = 0.0
+
+    def interval(self) -> float:
+        """The clamped interval in force now."""
+        return self.config.host_interval(self.adaptive, self.crawl_delay)
+
+    def eligible_at(self) -> float:
+        nxt = self.last_start + self.interval()
+        return nxt if nxt > self.not_before else self.not_before
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one feedback did to a host, for stats and logs."""
+
+    before: float
+    after: float
+    backed_off: bool
+    soft_widened: bool
+    became_dead: bool
+
+
+class HostTable:
+    """Per-host state keyed by the bucket key, with overrides and eviction."""
+
+    __slots__ = ("_hosts", "_overrides", "config", "dead_after", "latency_alpha")
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        dead_after: int = 5,
+        overrides: dict[str, Config] | None = None,
+        latency_alpha: float = 0.3,
+    ) -> None:
+        if dead_after < 1:
+            raise ValueError(f"dead_after must be >= 1, got {dead_after!r}")
+        if not 0 < latency_alpha <= 1:
+            raise ValueError(f"latency_alpha must be in (0, 1], got {latency_alpha!r}")
+        self.config = config
+        self.dead_after = dead_after
+        self.latency_alpha = latency_alpha
+        self._overrides = dict(overrides or {})
+        self._hosts: dict[str, HostState] = {}
+
+    def __len__(self) -> int:
+        return len(self._hosts)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._hosts
+
+    def items(self) -> list[tuple[str, HostState]]:
+        return list(self._hosts.items())
+
+    def get(self, key: str) -> HostState:
+        """The state of ``key``, created at its config's default on first sight."""
+        state = self._hosts.get(key)
+        if state is None:
+            config = self._overrides.get(key, self.config)
+            state = HostState(config=config, adaptive=config.default)
+            self._hosts[key] = state
+        return state
+
+    def peek(self, key: str) -> HostState | None:
+        return self._hosts.get(key)
+
+    def start(self, key: str, now: float) -> float:
+        """Record a fetch start; returns the interval it was spaced by."""
+        state = self.get(key)
+        state.last_start = now
+        state.touched = now
+        return state.interval()
+
+    def set_crawl_delay(self, key: str, delay: float) -> None:
+        self.get(key).crawl_delay = delay
+
+    def feedback(self, key: str, signal: Signal, now: float) -> Outcome:
+        """Fold one fetch outcome into the host: AIMD, Retry-After, dead streak.
+
+        Retry-After is a floor of the new interval on failures (inside
+        ``adapt``) and, on any response, a not-before instant. The adaptive
+        value is stored clamped to the config band, so a long run of healthy
+        fetches cannot wind it far below the floor. A host is dead after
+        ``dead_after`` consecutive outcomes whose clamped interval (without
+        crawl-delay, which alone never kills a host) sits at the ceiling.
+        """
+        state = self.get(key)
+        config = state.config
+        before = state.interval()
+        prev = state.latency
+        sig = signal if signal.prev_latency == prev else Signal(
+            signal.status, signal.retry_after, signal.latency, prev
+        )
+        adapted = config.adapt(state.adaptive, sig)
+        state.adaptive = config.host_interval(adapted)
+        if signal.retry_after > 0:
+            until = now + signal.retry_after
+            if until > state.not_before:
+                state.not_before = until
+        if signal.latency > 0 and signal.status != 0:
+            a = self.latency_alpha
+            state.latency = signal.latency if prev <= 0 else a * signal.latency + (1 - a) * prev
+        failed = is_failure(signal.status)
+        soft = (not failed) and prev > 0 and signal.latency > prev * config.latency_rise
+        if config.at_ceiling(state.adaptive):
+            state.ceiling_streak += 1
+        else:
+            state.ceiling_streak = 0
+        became_dead = False
+        if not state.dead and state.ceiling_streak >= self.dead_after:
+            state.dead = True
+            became_dead = True
+        state.touched = now
+        return Outcome(before, state.interval(), failed, soft, became_dead)
+
+    def evict(self, cutoff: float) -> int:
+        """Drop hosts untouched since ``cutoff`` whose state is back at rest.
+
+        A host still backed off, dead, with a crawl-delay, or under a
+        Retry-After window keeps its entry: forgetting it would make the
+        plugin less polite. Returns the number evicted.
+        """
+        stale = [
+            key for key, s in self._hosts.items()
+            if s.touched <= cutoff and not s.dead and s.crawl_delay == 0
+            and s.adaptive <= s.config.default and s.not_before <= cutoff
+            and s.parked_until <= cutoff
+            and s.last_start + s.interval() <= cutoff
+        ]
+        for key in stale:
+            del self._hosts[key]
+        return len(stale)

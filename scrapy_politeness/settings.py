@@ -1,0 +1,264 @@
+"""Every POLITENESS_* setting: one table of defaults, one validating reader.
+
+A bad value stops the crawl at start with a ``ValueError`` naming the setting
+and the value, rather than a traceback from deep inside a later request.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .policy import Config
+
+__all__ = ["DEFAULTS", "PolitenessSettings"]
+
+DEFAULTS: dict[str, Any] = {
+    "POLITENESS_ENABLED": True,
+    "POLITENESS_DEFAULT": 1.0,
+    "POLITENESS_FLOOR": 0.25,
+    "POLITENESS_CEILING": 60.0,
+    "POLITENESS_IP_FLOOR": 0.25,
+    "POLITENESS_BACKOFF": 2.0,
+    "POLITENESS_SOFT_WIDEN": 1.25,
+    "POLITENESS_NARROW": 0.05,
+    "POLITENESS_LATENCY_RISE": 1.5,
+    "POLITENESS_DEAD_AFTER": 5,
+    "POLITENESS_MAX_CRAWL_DELAY": 60.0,
+    "POLITENESS_CRAWL_DELAY_OVER_MAX": "skip",
+    "POLITENESS_MAX_RETRY_AFTER": 600.0,
+    "POLITENESS_HOSTS": {},
+    "POLITENESS_HOST_GROUPING": "host",
+    "POLITENESS_IP_EXEMPT": [],
+    "POLITENESS_SEND_MARGIN": 0.01,
+    "POLITENESS_IDLE_TTL": 300.0,
+    "POLITENESS_DNS_NAMESERVERS": [],
+    "POLITENESS_DNS_TIMEOUT": 5.0,
+    "POLITENESS_DNS_MIN_TTL": 5.0,
+    "POLITENESS_DNS_MAX_TTL": 3600.0,
+    "POLITENESS_DNS_NEGATIVE_TTL": 30.0,
+    "POLITENESS_DNS_PIN": True,
+    "POLITENESS_DNS_HOSTS_FILE": "/etc/hosts",
+}
+
+_CONFIG_FIELDS = {
+    "default": "POLITENESS_DEFAULT",
+    "floor": "POLITENESS_FLOOR",
+    "ceiling": "POLITENESS_CEILING",
+    "ip_floor": "POLITENESS_IP_FLOOR",
+    "backoff": "POLITENESS_BACKOFF",
+    "soft_widen": "POLITENESS_SOFT_WIDEN",
+    "narrow": "POLITENESS_NARROW",
+    "latency_rise": "POLITENESS_LATENCY_RISE",
+}
+_HOST_OVERRIDE_FIELDS = ("default", "floor", "ceiling")
+_OVER_MAX = ("skip", "cap", "honour")
+_GROUPING = ("host", "domain")
+
+
+class _SettingsLike(Protocol):
+    def get(self, name: str, default: Any = None) -> Any: ...
+
+
+def _number(name: str, value: Any, *, minimum: float = 0.0, allow_none: bool = False,
+            integer: bool = False) -> Any:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, str):
+        try:
+            value = int(value) if integer else float(value)
+        except ValueError:
+            raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if integer and not float(value).is_integer():
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum:g}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def _str_list(name: str, value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [v for v in value.replace(",", " ").split() if v]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"{name} must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def _nameserver(name: str, entry: str) -> tuple[str, int]:
+    """``"ip"``, ``"ip:port"`` or ``"[v6]:port"`` into (ip, port)."""
+    host, port = entry.strip(), 53
+    if host.startswith("["):
+        inner, _, rest = host[1:].partition("]")
+        host = inner
+        if rest.startswith(":"):
+            port = _port(name, entry, rest[1:])
+    elif host.count(":") == 1:
+        host, _, raw = host.partition(":")
+        port = _port(name, entry, raw)
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(
+            f"{name} entries must be an IP address or ip:port, got {entry!r}"
+        ) from None
+    return host, port
+
+
+def _port(name: str, entry: str, raw: str) -> int:
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ValueError(f"{name} has a bad port in {entry!r}")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class PolitenessSettings:
+    """The validated POLITENESS_* settings of one crawl."""
+
+    enabled: bool
+    config: Config
+    hosts: Mapping[str, Config]
+    dead_after: int
+    max_crawl_delay: float | None
+    crawl_delay_over_max: str
+    max_retry_after: float
+    grouping: str
+    ip_exempt: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+    send_margin: float
+    idle_ttl: float
+    dns_nameservers: tuple[tuple[str, int], ...]
+    dns_timeout: float
+    dns_min_ttl: float
+    dns_max_ttl: float
+    dns_negative_ttl: float
+    dns_pin: bool
+    dns_hosts_file: str | None
+
+    @classmethod
+    def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:
+        def raw(name: str) -> Any:
+            value = settings.get(name, None)
+            return DEFAULTS[name] if value is None else value
+
+        enabled = _bool("POLITENESS_ENABLED", raw("POLITENESS_ENABLED"))
+        values = {f: _number(s, raw(s)) for f, s in _CONFIG_FIELDS.items()}
+        config = _config("POLITENESS_*", values)
+
+        hosts_raw = raw("POLITENESS_HOSTS")
+        if not isinstance(hosts_raw, Mapping):
+            raise ValueError(f"POLITENESS_HOSTS must be a dict, got {hosts_raw!r}")
+        hosts: dict[str, Config] = {}
+        from .policy import host_key
+
+        for host, over in hosts_raw.items():
+            where = f"POLITENESS_HOSTS[{host!r}]"
+            if not isinstance(host, str) or not isinstance(over, Mapping):
+                raise ValueError(f"{where} must map a host name to a dict, got {over!r}")
+            unknown = set(over) - set(_HOST_OVERRIDE_FIELDS)
+            if unknown:
+                raise ValueError(f"{where} has unknown keys {sorted(unknown)!r}; "
+                                 f"allowed: {list(_HOST_OVERRIDE_FIELDS)!r}")
+            merged = dict(values)
+            for k, v in over.items():
+                merged[k] = _number(f"{where}[{k!r}]", v)
+            if "default" not in over:  # keep the global default inside the host's band
+                merged["default"] = min(max(merged["default"], merged["floor"]),
+                                        merged["ceiling"])
+            hosts[host_key(host)] = _config(where, merged)
+
+        over_max = raw("POLITENESS_CRAWL_DELAY_OVER_MAX")
+        if over_max not in _OVER_MAX:
+            raise ValueError(f"POLITENESS_CRAWL_DELAY_OVER_MAX must be one of {_OVER_MAX!r}, "
+                             f"got {over_max!r}")
+        grouping = raw("POLITENESS_HOST_GROUPING")
+        if grouping not in _GROUPING:
+            raise ValueError(f"POLITENESS_HOST_GROUPING must be one of {_GROUPING!r}, "
+                             f"got {grouping!r}")
+        exempt = []
+        for entry in _str_list("POLITENESS_IP_EXEMPT", raw("POLITENESS_IP_EXEMPT")):
+            try:
+                exempt.append(ipaddress.ip_network(entry, strict=False))
+            except ValueError:
+                raise ValueError(
+                    f"POLITENESS_IP_EXEMPT entries must be networks in CIDR form, got {entry!r}"
+                ) from None
+        nameservers = tuple(
+            _nameserver("POLITENESS_DNS_NAMESERVERS", e)
+            for e in _str_list("POLITENESS_DNS_NAMESERVERS", raw("POLITENESS_DNS_NAMESERVERS"))
+        )
+        min_ttl = _number("POLITENESS_DNS_MIN_TTL", raw("POLITENESS_DNS_MIN_TTL"))
+        max_ttl = _number("POLITENESS_DNS_MAX_TTL", raw("POLITENESS_DNS_MAX_TTL"))
+        if max_ttl < min_ttl:
+            raise ValueError(f"POLITENESS_DNS_MAX_TTL ({max_ttl!r}) must be >= "
+                             f"POLITENESS_DNS_MIN_TTL ({min_ttl!r})")
+        hosts_file = settings.get("POLITENESS_DNS_HOSTS_FILE",
+                                  DEFAULTS["POLITENESS_DNS_HOSTS_FILE"])
+        if hosts_file is not None and not isinstance(hosts_file, str):
+            raise ValueError(f"POLITENESS_DNS_HOSTS_FILE must be a path or empty, "
+                             f"got {hosts_file!r}")
+        return cls(
+            enabled=enabled,
+            config=config,
+            hosts=hosts,
+            dead_after=_number("POLITENESS_DEAD_AFTER", raw("POLITENESS_DEAD_AFTER"),
+                               minimum=1, integer=True),
+            max_crawl_delay=_number("POLITENESS_MAX_CRAWL_DELAY",
+                                    settings.get("POLITENESS_MAX_CRAWL_DELAY",
+                                                 DEFAULTS["POLITENESS_MAX_CRAWL_DELAY"]),
+                                    allow_none=True),
+            crawl_delay_over_max=over_max,
+            max_retry_after=_number("POLITENESS_MAX_RETRY_AFTER",
+                                    raw("POLITENESS_MAX_RETRY_AFTER")),
+            grouping=grouping,
+            ip_exempt=tuple(exempt),
+            send_margin=_number("POLITENESS_SEND_MARGIN", raw("POLITENESS_SEND_MARGIN")),
+            idle_ttl=_number("POLITENESS_IDLE_TTL", raw("POLITENESS_IDLE_TTL"), minimum=1),
+            dns_nameservers=nameservers,
+            dns_timeout=_number("POLITENESS_DNS_TIMEOUT", raw("POLITENESS_DNS_TIMEOUT"),
+                                minimum=0.001),
+            dns_min_ttl=min_ttl,
+            dns_max_ttl=max_ttl,
+            dns_negative_ttl=_number("POLITENESS_DNS_NEGATIVE_TTL",
+                                     raw("POLITENESS_DNS_NEGATIVE_TTL")),
+            dns_pin=_bool("POLITENESS_DNS_PIN", raw("POLITENESS_DNS_PIN")),
+            dns_hosts_file=hosts_file or None,
+        )
+
+    def config_for(self, key: str) -> Config:
+        return self.hosts.get(key, self.config)
+
+
+def _config(where: str, values: dict[str, float]) -> Config:
+    def name(f: str) -> str:
+        return _CONFIG_FIELDS[f] if where == "POLITENESS_*" else f"{where}[{f!r}]"
+
+    if not values["floor"] <= values["default"] <= values["ceiling"]:
+        raise ValueError(
+            f"{name('floor')} <= {name('default')} <= {name('ceiling')} must hold, got "
+            f"{values['floor']!r}, {values['default']!r}, {values['ceiling']!r}"
+        )
+    try:
+        return Config(**values)
+    except (TypeError, ValueError) as exc:
+        msg = str(exc)
+        for f in _CONFIG_FIELDS:
+            msg = msg.replace(f"Config.{f} ", f"{name(f)} ")
+        raise ValueError(msg) from None
