@@ -1,0 +1,28 @@
+"""sitefarm: local HTTP virtual hosts on loopback IPs plus a loopback DNS server.
+
+Used by integration tests, the demo and the benchmark to measure request
+spacing on the SERVER side (first-byte arrival times), independent of the
+crawler's own bookkeeping.
+"""
+
+from .arrival import Arrival
+from .client import Farm, FarmError
+from .gaps import host_gaps, ip_gaps, min_gap, starts_by, violations
+from .spec import FarmSpec, HostSpec, SpecError, parse_spec
+from .specs import demo_spec
+
+__all__ = [
+    "Arrival",
+    "Farm",
+    "FarmError",
+    "FarmSpec",
+    "HostSpec",
+    "SpecError",
+    "demo_spec",
+    "host_gaps",
+    "ip_gaps",
+    "min_gap",
+    "parse_spec",
+    "starts_by",
+    "violations",
+]

@@ -1,0 +1,164 @@
+"""Loopback authoritative DNS server for the farm's hostnames (UDP and TCP).
+
+Lets the crawler resolve *.farm.test to per-host loopback IPs without touching
+/etc/hosts, and lets tests inject DNS faults per host via the spec's "dns" key:
+servfail, nxdomain, timeout (no answer), truncate (TC over UDP, normal over
+TCP), cname (CNAME + target's records), rotate (successive A answers cycle
+through "ips"), v6only (no A, AAAA ::1). Unknown names get NXDOMAIN.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import cast
+
+import dns.exception
+import dns.flags
+import dns.message
+import dns.name
+import dns.rcode
+import dns.rdataclass
+import dns.rdatatype
+import dns.rrset
+
+from .spec import HostSpec, normalise_name
+from .state import FarmState
+
+
+class DnsResolver:
+    """Builds the farm's answer for one query message (transport-independent)."""
+
+    def __init__(self, state: FarmState) -> None:
+        self._state = state
+
+    def respond(self, wire: bytes, over_tcp: bool) -> bytes | None:
+        """Wire-format answer, or None to stay silent (timeout mode, garbage)."""
+        try:
+            query = dns.message.from_wire(wire)
+        except dns.exception.DNSException:
+            return None
+        reply = self.answer(query, over_tcp)
+        return None if reply is None else reply.to_wire()
+
+    def answer(self, query: dns.message.Message, over_tcp: bool) -> dns.message.Message | None:
+        """Answer a parsed query; None means 'never answer'."""
+        resp = dns.message.make_response(query)
+        resp.flags |= dns.flags.AA
+        if not query.question:
+            resp.set_rcode(dns.rcode.FORMERR)
+            return resp
+        question = query.question[0]
+        name = normalise_name(question.name.to_text())
+        self._state.dns_queries[name] += 1
+        host = self._state.spec.hosts.get(name)
+        if host is None:
+            resp.set_rcode(dns.rcode.NXDOMAIN)
+            return resp
+        if question.rdclass != dns.rdataclass.IN:
+            return resp
+        mode = host.dns.mode if host.dns else None
+        if mode == "timeout":
+            return None
+        if mode == "servfail":
+            resp.set_rcode(dns.rcode.SERVFAIL)
+        elif mode == "nxdomain":
+            resp.set_rcode(dns.rcode.NXDOMAIN)
+        elif mode == "truncate" and not over_tcp:
+            resp.flags |= dns.flags.TC
+        elif mode == "cname" and host.dns and host.dns.target:
+            target = host.dns.target
+            resp.answer.append(
+                dns.rrset.from_text(question.name, self._ttl(host), "IN", "CNAME", target + ".")
+            )
+            target_host = self._state.spec.hosts.get(target)
+            if target_host is not None:
+                owner = dns.name.from_text(target)
+                resp.answer.extend(self._addresses(target_host, owner, question.rdtype))
+        else:
+            resp.answer.extend(self._addresses(host, question.name, question.rdtype))
+        return resp
+
+    def _ttl(self, host: HostSpec) -> int:
+        return host.ttl if host.ttl is not None else self._state.spec.dns_ttl
+
+    def _addresses(
+        self, host: HostSpec, owner: dns.name.Name, rdtype: int
+    ) -> list[dns.rrset.RRset]:
+        mode = host.dns.mode if host.dns else None
+        ttl = self._ttl(host)
+        if rdtype == dns.rdatatype.A:
+            if mode == "v6only":
+                return []
+            ip = host.ip
+            if mode == "rotate" and host.dns:
+                pos = self._state.rotate_pos[host.name]
+                self._state.rotate_pos[host.name] = pos + 1
+                ip = host.dns.ips[pos % len(host.dns.ips)]
+            return [dns.rrset.from_text(owner, ttl, "IN", "A", ip)]
+        if rdtype == dns.rdatatype.AAAA:
+            v6 = host.ipv6 or ("::1" if mode == "v6only" else None)
+            return [] if v6 is None else [dns.rrset.from_text(owner, ttl, "IN", "AAAA", v6)]
+        return []
+
+
+class DnsUdp(asyncio.DatagramProtocol):
+    """UDP transport for DnsResolver."""
+
+    def __init__(self, resolver: DnsResolver) -> None:
+        self._resolver = resolver
+        self._transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: tuple[str | int, int]) -> None:
+        reply = self._resolver.respond(data, over_tcp=False)
+        if reply is not None and self._transport is not None:
+            self._transport.sendto(reply, addr)
+
+
+class DnsTcp(asyncio.Protocol):
+    """TCP transport for DnsResolver (2-byte length-prefixed messages)."""
+
+    def __init__(self, resolver: DnsResolver) -> None:
+        self._resolver = resolver
+        self._transport: asyncio.Transport | None = None
+        self._buf = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        while len(self._buf) >= 2:
+            (size,) = struct.unpack("!H", self._buf[:2])
+            if len(self._buf) < 2 + size:
+                return
+            wire, self._buf = self._buf[2 : 2 + size], self._buf[2 + size :]
+            reply = self._resolver.respond(wire, over_tcp=True)
+            if reply is not None and self._transport is not None:
+                self._transport.write(struct.pack("!H", len(reply)) + reply)
+
+
+async def start_dns(
+    state: FarmState, host: str = "127.0.0.1"
+) -> tuple[int, asyncio.DatagramTransport, asyncio.Server]:
+    """Bind UDP and TCP on one free port of ``host``; return (port, udp, tcp)."""
+    loop = asyncio.get_running_loop()
+    resolver = DnsResolver(state)
+    last_error: OSError | None = None
+    for _ in range(50):
+        # Let the kernel choose the UDP port, then claim the same number for TCP.
+        udp, _proto = await loop.create_datagram_endpoint(
+            lambda: DnsUdp(resolver), local_addr=(host, 0)
+        )
+        port = int(udp.get_extra_info("sockname")[1])
+        try:
+            tcp = await loop.create_server(lambda: DnsTcp(resolver), host, port)
+        except OSError as exc:
+            last_error = exc
+            udp.close()
+            continue
+        return port, udp, tcp
+    raise OSError(f"could not bind DNS on {host}: {last_error}")

@@ -1,0 +1,104 @@
+"""asyncio HTTP/1.x connection protocol shared by the virtual hosts and control.
+
+Requests on one connection are answered strictly in order by a per-connection
+task, so a slow handler (asyncio.sleep) delays only its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from typing import Protocol, cast
+
+from .httpwire import BadRequest, Request, RequestReader, Response, encode_response
+
+
+@dataclass(frozen=True)
+class ConnInfo:
+    """Identity of a TCP connection: farm-wide id and the local IP it hit."""
+
+    id: int
+    ip: str
+
+
+class Handler(Protocol):
+    """What an HTTP endpoint implements."""
+
+    def new_conn_id(self) -> int:
+        """Id for a freshly accepted connection."""
+        ...
+
+    async def handle(self, req: Request, conn: ConnInfo) -> Response:
+        """Answer one well-formed request."""
+        ...
+
+    def bad_request(self, bad: BadRequest, conn: ConnInfo) -> Response:
+        """Answer an unparsable request (the connection is closed afterwards)."""
+        ...
+
+
+class HttpConnection(asyncio.Protocol):
+    """One accepted TCP connection."""
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+        self._reader = RequestReader()
+        self._queue: deque[Request | BadRequest] = deque()
+        self._transport: asyncio.Transport | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._conn = ConnInfo(0, "")
+        self._finished = False  # set once we decided to close; later bytes are ignored
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        sockname = transport.get_extra_info("sockname")
+        ip = str(sockname[0]) if sockname else ""
+        self._conn = ConnInfo(self._handler.new_conn_id(), ip)
+
+    def data_received(self, data: bytes) -> None:
+        # Stamp first: this is the measurement the whole farm exists for.
+        t, wall = time.monotonic(), time.time()
+        if self._finished:
+            return
+        items = self._reader.feed(data, t, wall)
+        if not items:
+            return
+        self._queue.extend(items)
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.get_running_loop().create_task(self._drain())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # Let an in-flight handler finish so its arrival is still recorded.
+        self._transport = None
+
+    async def _drain(self) -> None:
+        while self._queue:
+            item = self._queue.popleft()
+            if isinstance(item, BadRequest):
+                self._send(self._handler.bad_request(item, self._conn), False, False)
+                self._queue.clear()
+                return
+            try:
+                resp = await self._handler.handle(item, self._conn)
+            except Exception:  # a handler bug must not kill the connection silently
+                traceback.print_exc(file=sys.stderr)
+                resp = Response(500, b"internal error\n")
+            keep_alive = item.keep_alive
+            self._send(resp, keep_alive, item.method == "HEAD")
+            if not keep_alive:
+                self._queue.clear()
+                return
+
+    def _send(self, resp: Response, keep_alive: bool, head: bool) -> None:
+        if not keep_alive:
+            self._finished = True
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        transport.write(encode_response(resp, keep_alive=keep_alive, head=head))
+        if not keep_alive:
+            transport.close()

@@ -1,0 +1,108 @@
+"""Virtual-host behaviour: decide status and content per request, record arrivals.
+
+Status decisions (rate limit, status_script) are made when the request is
+handled, using its first-byte time, BEFORE any artificial latency, so a slow
+host's sleep never reorders them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+
+from .arrival import Arrival
+from .httpserver import ConnInfo
+from .httpwire import BadRequest, Request, Response, normalise_host, reason_phrase
+from .spec import HostSpec
+from .state import FarmState
+
+HTML = "text/html; charset=utf-8"
+ROBOTS = "/robots.txt"
+
+
+def root_page(host: HostSpec) -> bytes:
+    """Index linking every page with absolute paths."""
+    links = "\n".join(f'<li><a href="/p/{n}">page {n}</a></li>' for n in range(host.pages))
+    name = html.escape(host.name)
+    return (
+        f"<!DOCTYPE html>\n<html><head><title>{name}</title></head>\n"
+        f"<body><h1>{name}</h1>\n<ul>\n{links}\n</ul>\n</body></html>\n"
+    ).encode()
+
+
+def leaf_page(host: HostSpec, n: int) -> bytes:
+    """A small page without further links, so crawl sizes stay predictable."""
+    name = html.escape(host.name)
+    return (
+        f"<!DOCTYPE html>\n<html><head><title>{name} page {n}</title></head>\n"
+        f"<body><h1>{name} page {n}</h1><p>Content of page {n}.</p></body></html>\n"
+    ).encode()
+
+
+def error(status: int, headers: list[tuple[str, str]] | None = None) -> Response:
+    """Tiny plain-text error response."""
+    body = f"{status} {reason_phrase(status)}\n".encode()
+    return Response(status, body, headers=headers or [])
+
+
+def content(host: HostSpec, path: str) -> Response:
+    """The 200 (or 404) a healthy host would send for this path."""
+    if path == ROBOTS:
+        return Response(200, host.robots_txt().encode())
+    if path == "/":
+        return Response(200, root_page(host), HTML)
+    if path.startswith("/p/"):
+        num = path[3:]
+        if num.isdigit() and int(num) < host.pages:
+            return Response(200, leaf_page(host, int(num)), HTML)
+    return error(404)
+
+
+class SiteHandler:
+    """HTTP handler for all virtual hosts on all farm IPs."""
+
+    def __init__(self, state: FarmState) -> None:
+        self._state = state
+
+    def new_conn_id(self) -> int:
+        return self._state.next_conn_id()
+
+    async def handle(self, req: Request, conn: ConnInfo) -> Response:
+        name = normalise_host(req.host)
+        host = self._state.spec.hosts.get(name)
+        resp = error(404) if host is None else self._decide(host, req)
+        if host is not None and host.kind == "slow" and host.latency > 0:
+            await asyncio.sleep(host.latency)
+        self._record(req.t, req.wall, name, conn, path=req.origin_target, status=resp.status)
+        return resp
+
+    def bad_request(self, bad: BadRequest, conn: ConnInfo) -> Response:
+        self._record(bad.t, bad.wall, "", conn, path="", status=400)
+        return error(400)
+
+    def _decide(self, host: HostSpec, req: Request) -> Response:
+        path = req.path
+        is_robots = path == ROBOTS
+        if host.status_script and not is_robots:
+            pos = self._state.script_pos[host.name]
+            self._state.script_pos[host.name] = pos + 1
+            if pos < len(host.status_script) and host.status_script[pos] != 200:
+                extra = []
+                if host.retry_after_header is not None:
+                    extra.append(("Retry-After", host.retry_after_header))
+                return error(host.status_script[pos], extra)
+        if host.kind == "always_503":
+            return error(404) if is_robots else error(503)
+        if host.kind == "rate_limited":
+            last = self._state.last_ok.get(host.name)
+            if last is not None and req.t - last < host.rate_interval:
+                return error(429, [("Retry-After", str(host.retry_after))])
+        resp = content(host, path)
+        if host.kind == "rate_limited" and resp.status == 200:
+            self._state.last_ok[host.name] = req.t
+        return resp
+
+    def _record(
+        self, t: float, wall: float, name: str, conn: ConnInfo, *, path: str, status: int
+    ) -> None:
+        self._state.arrivals.append(Arrival(t, wall, name, conn.ip, path, status, conn.id))

@@ -1,0 +1,182 @@
+"""Parse and validate a farm spec (JSON dict) into frozen dataclasses.
+
+Validating up front means a typo in a test's spec fails loudly at start-up
+instead of producing a silently wrong server.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+KINDS = ("normal", "slow", "rate_limited", "always_503")
+DNS_MODES = ("servfail", "nxdomain", "timeout", "truncate", "cname", "rotate", "v6only")
+
+
+class SpecError(ValueError):
+    """Raised for an invalid farm spec."""
+
+
+@dataclass(frozen=True)
+class DnsFault:
+    """Per-host DNS misbehaviour (see module docs of sitefarm.dnsserver)."""
+
+    mode: str
+    target: str | None = None
+    ips: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """One virtual host: where it lives, how it answers HTTP and DNS."""
+
+    name: str
+    ip: str
+    kind: str = "normal"
+    pages: int = 10
+    latency: float = 0.0
+    crawl_delay: float | None = None
+    robots: str | None = None
+    rate_interval: float = 1.0
+    retry_after: int = 1
+    status_script: tuple[int, ...] = ()
+    retry_after_header: str | None = None
+    ttl: int | None = None
+    ipv6: str | None = None
+    dns: DnsFault | None = None
+
+    def robots_txt(self) -> str:
+        """The robots.txt body this host serves."""
+        if self.robots is not None:
+            return self.robots
+        if self.crawl_delay is not None:
+            return f"User-agent: *\nCrawl-delay: {self.crawl_delay:g}\nAllow: /\n"
+        return "User-agent: *\nAllow: /\n"
+
+
+@dataclass(frozen=True)
+class FarmSpec:
+    """The whole farm: listening IPs, port request, DNS default TTL, hosts."""
+
+    ips: tuple[str, ...]
+    port: int
+    dns_ttl: int
+    hosts: dict[str, HostSpec]
+
+    def host(self, name: str) -> HostSpec | None:
+        """Look up a host by any spelling (case, trailing dot)."""
+        return self.hosts.get(normalise_name(name))
+
+
+def normalise_name(name: str) -> str:
+    """Lower-case and drop a trailing dot so all spellings compare equal."""
+    return name.strip().rstrip(".").lower()
+
+
+def _loopback(ip: str, what: str) -> str:
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError as exc:
+        raise SpecError(f"{what}: {ip!r} is not an IP address") from exc
+    if not addr.is_loopback:
+        raise SpecError(f"{what}: {ip!r} is not a loopback address")
+    return str(addr)
+
+
+def _number(raw: dict[str, Any], key: str, default: float, what: str) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise SpecError(f"{what}: {key} must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _int(raw: dict[str, Any], key: str, default: int, what: str) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SpecError(f"{what}: {key} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _parse_dns(raw: Any, what: str) -> DnsFault | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise SpecError(f"{what}: dns must be an object")
+    mode = raw.get("mode")
+    if mode not in DNS_MODES:
+        raise SpecError(f"{what}: dns mode must be one of {DNS_MODES}, got {mode!r}")
+    target = raw.get("target")
+    if mode == "cname":
+        if not isinstance(target, str) or not target:
+            raise SpecError(f"{what}: cname mode needs a 'target' hostname")
+        target = normalise_name(target)
+    ips: tuple[str, ...] = ()
+    if mode == "rotate":
+        raw_ips = raw.get("ips")
+        if not isinstance(raw_ips, list) or not raw_ips:
+            raise SpecError(f"{what}: rotate mode needs a non-empty 'ips' list")
+        ips = tuple(_loopback(str(ip), what) for ip in raw_ips)
+    return DnsFault(mode=mode, target=target, ips=ips)
+
+
+def _parse_host(name: str, raw: Any, farm_ips: tuple[str, ...]) -> HostSpec:
+    what = f"host {name!r}"
+    if not isinstance(raw, dict):
+        raise SpecError(f"{what}: must be an object")
+    ip = _loopback(str(raw.get("ip", "")), what)
+    if ip not in farm_ips:
+        raise SpecError(f"{what}: ip {ip} is not one of the farm ips {list(farm_ips)}")
+    kind = raw.get("kind", "normal")
+    if kind not in KINDS:
+        raise SpecError(f"{what}: kind must be one of {KINDS}, got {kind!r}")
+    script = raw.get("status_script", [])
+    if not isinstance(script, list) or not all(
+        isinstance(s, int) and 100 <= s <= 599 for s in script
+    ):
+        raise SpecError(f"{what}: status_script must be a list of HTTP statuses")
+    crawl_delay = raw.get("crawl_delay")
+    robots = raw.get("robots")
+    if robots is not None and not isinstance(robots, str):
+        raise SpecError(f"{what}: robots must be a string")
+    ttl = raw.get("ttl")
+    rah = raw.get("retry_after_header")
+    return HostSpec(
+        name=name,
+        ip=ip,
+        kind=kind,
+        pages=_int(raw, "pages", 10, what),
+        latency=_number(raw, "latency", 0.0, what),
+        crawl_delay=None if crawl_delay is None else _number(raw, "crawl_delay", 0, what),
+        robots=robots,
+        rate_interval=_number(raw, "rate_interval", 1.0, what),
+        retry_after=_int(raw, "retry_after", 1, what),
+        status_script=tuple(script),
+        retry_after_header=None if rah is None else str(rah),
+        ttl=None if ttl is None else _int(raw, "ttl", 0, what),
+        ipv6=None if raw.get("ipv6") is None else str(raw["ipv6"]),
+        dns=_parse_dns(raw.get("dns"), what),
+    )
+
+
+def parse_spec(raw: dict[str, Any]) -> FarmSpec:
+    """Validate a spec dict and return the typed FarmSpec."""
+    if not isinstance(raw, dict):
+        raise SpecError("spec must be a JSON object")
+    raw_ips = raw.get("ips")
+    if not isinstance(raw_ips, list) or not raw_ips:
+        raise SpecError("spec: 'ips' must be a non-empty list")
+    ips = tuple(dict.fromkeys(_loopback(str(ip), "spec ips") for ip in raw_ips))
+    port = _int(raw, "port", 0, "spec")
+    if port > 65535:
+        raise SpecError(f"spec: port {port} out of range")
+    raw_hosts = raw.get("hosts", {})
+    if not isinstance(raw_hosts, dict):
+        raise SpecError("spec: 'hosts' must be an object")
+    hosts: dict[str, HostSpec] = {}
+    for raw_name, raw_host in raw_hosts.items():
+        name = normalise_name(str(raw_name))
+        if name in hosts:
+            raise SpecError(f"spec: duplicate host {name!r}")
+        hosts[name] = _parse_host(name, raw_host, ips)
+    return FarmSpec(ips=ips, port=port, dns_ttl=_int(raw, "dns_ttl", 300, "spec"), hosts=hosts)

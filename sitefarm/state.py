@@ -1,0 +1,45 @@
+"""Mutable per-run server state shared by HTTP, DNS and control.
+
+Kept in one object so POST /reset can clear everything at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .arrival import Arrival
+from .spec import FarmSpec
+
+
+@dataclass
+class FarmState:
+    """Everything that changes while the farm serves."""
+
+    spec: FarmSpec
+    arrivals: list[Arrival] = field(default_factory=list)
+    dns_queries: Counter[str] = field(default_factory=Counter)
+    # host -> arrival time of the last request answered 200 (rate_limited hosts)
+    last_ok: dict[str, float] = field(default_factory=dict)
+    # host -> how many status_script entries were consumed
+    script_pos: Counter[str] = field(default_factory=Counter)
+    # host -> how many A queries were answered in rotate mode
+    rotate_pos: Counter[str] = field(default_factory=Counter)
+    _conn_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+
+    def next_conn_id(self) -> int:
+        """A fresh id per accepted TCP connection (never reused, even after reset)."""
+        return next(self._conn_ids)
+
+    def reset(self) -> None:
+        """Forget arrivals, DNS counts, rate-limit, status-script and rotation state."""
+        self.arrivals.clear()
+        self.dns_queries.clear()
+        self.last_ok.clear()
+        self.script_pos.clear()
+        self.rotate_pos.clear()
+
+    def sorted_arrivals(self) -> list[Arrival]:
+        """Arrivals ordered by first-byte time (they are appended on completion)."""
+        return sorted(self.arrivals, key=lambda a: (a.t, a.conn))

@@ -1,0 +1,63 @@
+"""Run one real Scrapy crawl in its own process: ``python crawl_script.py job.json``.
+
+The job file gives start URLs and settings; the crawl follows same-host links
+and writes its final stats (JSON) where the job says. A process per crawl
+keeps the reactor, the name resolver and Scrapy's global state per test.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import scrapy
+from scrapy.crawler import CrawlerProcess
+from scrapy.http import Response
+
+
+class FarmSpider(scrapy.Spider):
+    name = "farm"
+
+    def __init__(self, urls: list[str], follow: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.urls = urls
+        self.follow = follow
+
+    async def start(self) -> Any:
+        for url in self.urls:
+            yield scrapy.Request(url, dont_filter=True)
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        meta = response.meta.get("politeness") or {}
+        yield {"url": response.url, "status": response.status, "ip": meta.get("ip"),
+               "waited": meta.get("waited"), "interval": meta.get("interval")}
+        if self.follow:
+            for href in response.css("a::attr(href)").getall():
+                yield response.follow(href, self.parse)
+
+
+def main(path: str) -> None:
+    with open(path, encoding="utf-8") as fh:
+        job = json.load(fh)
+    settings = {
+        "REMOTE_CONTROL_ENABLED": False,
+        "TELNETCONSOLE_ENABLED": False,
+        "LOG_LEVEL": "INFO",
+        "HTTPERROR_ALLOW_ALL": True,
+        **job["settings"],
+        "FEEDS": {job["items_out"]: {"format": "jsonlines"}},
+    }
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(FarmSpider)
+    process.crawl(crawler, urls=job["urls"], follow=job.get("follow", True))
+    process.start()
+    stats = {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
+             for k, v in crawler.stats.get_stats().items()}
+    with open(job["stats_out"], "w", encoding="utf-8") as fh:
+        json.dump(stats, fh)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,53 @@
+"""Test helpers: run a crawl against a farm in a subprocess, read what it did."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCRIPT = Path(__file__).with_name("crawl_script.py")
+ADDON = {"scrapy_politeness.Addon": 300}
+
+
+@dataclass
+class CrawlResult:
+    stats: dict[str, Any]
+    items: list[dict[str, Any]]
+    log: str
+
+    def stat(self, name: str, default: Any = 0) -> Any:
+        return self.stats.get(name, default)
+
+
+def run_crawl(urls: list[str], settings: dict[str, Any], *, follow: bool = True,
+              timeout: float = 180.0) -> CrawlResult:
+    with tempfile.TemporaryDirectory(prefix="crawl-") as tmp:
+        job = {
+            "urls": urls,
+            "settings": settings,
+            "follow": follow,
+            "stats_out": str(Path(tmp, "stats.json")),
+            "items_out": str(Path(tmp, "items.jsonl")),
+        }
+        job_path = Path(tmp, "job.json")
+        job_path.write_text(json.dumps(job), encoding="utf-8")
+        proc = subprocess.run([sys.executable, str(SCRIPT), str(job_path)],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        if proc.returncode != 0 or not Path(job["stats_out"]).exists():
+            raise AssertionError(f"crawl failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
+        stats = json.loads(Path(job["stats_out"]).read_text(encoding="utf-8"))
+        items_path = Path(job["items_out"])
+        items = [json.loads(line) for line in items_path.read_text().splitlines()
+                 ] if items_path.exists() else []
+        return CrawlResult(stats, items, proc.stderr)
+
+
+def farm_settings(farm: Any, **extra: Any) -> dict[str, Any]:
+    """The settings every farm crawl needs: the add-on and the farm's DNS."""
+    return {"ADDONS": ADDON, "POLITENESS_DNS_NAMESERVERS": [farm.dns],
+            "ROBOTSTXT_OBEY": False, "CONCURRENT_REQUESTS": 16, **extra}
