@@ -163,6 +163,9 @@ class PolitenessMiddleware:
         if ip is not None and self.settings.dns_pin:
             self.dns.pin(hostname, ip)  # type: ignore[arg-type]
         waited = release.at - submitted
+        state = self.hosts.get(key)
+        state.requests += 1
+        state.waited += waited
         if waited > 0:
             self.stats.inc_value(_STATS + "waits")
             self.stats.inc_value(_STATS + "wait_seconds", waited)  # type: ignore[arg-type]
@@ -257,11 +260,16 @@ class PolitenessMiddleware:
                 honoured = retry_after
                 self.stats.inc_value(_STATS + "retry_after")
         outcome = self.hosts.feedback(key, Signal(status, honoured, latency, state.latency), now)
+        cause = None
         if outcome.backed_off:
             cause = "429" if status == 429 else "transport" if status == 0 else "5xx"
-            self.stats.inc_value(_STATS + "backoff/" + cause)
         elif outcome.soft_widened:
-            self.stats.inc_value(_STATS + "backoff/latency")
+            cause = "latency"
+        if cause is not None:
+            self.stats.inc_value(_STATS + "backoff/" + cause)
+            if state.backoffs is None:
+                state.backoffs = {}
+            state.backoffs[cause] = state.backoffs.get(cause, 0) + 1
         if outcome.became_dead:
             self.stats.inc_value(_STATS + "dead_hosts")
             reason = (f"politeness: host {key} is dead (interval at the ceiling "
@@ -366,6 +374,30 @@ class PolitenessMiddleware:
         self._close_gate("politeness: spider closed")
         self._restore_resolver()
         self._sync_dns_stats()
+        self._report()
+
+    def host_report(self, top: int | None = None) -> list[dict[str, Any]]:
+        """Per-host facts, the hosts that cost the most waiting first."""
+        rows = [
+            {"host": key, "requests": s.requests, "waited": round(s.waited, 3),
+             "interval": round(s.interval(), 3), "backoffs": dict(s.backoffs or {}),
+             "crawl_delay": s.crawl_delay, "dead": s.dead}
+            for key, s in self.hosts.items()
+        ]
+        rows.sort(key=lambda r: (-float(r["waited"]), str(r["host"])))
+        return rows if top is None else rows[:top]
+
+    def _report(self) -> None:
+        rows = self.host_report(self.settings.report_hosts)
+        self.stats.set_value(_STATS + "report", rows)
+        if rows:
+            lines = "\n".join(
+                f"  {r['host']}: {r['requests']} requests, waited {r['waited']:.1f}s, "
+                f"interval {r['interval']:g}s, backoffs {r['backoffs'] or 0}, "
+                f"crawl-delay {r['crawl_delay']:g}s{', DEAD' if r['dead'] else ''}"
+                for r in rows
+            )
+            logger.info("Politeness report (hosts that waited most):\n%s", lines)
 
     def _sync_dns_stats(self) -> None:
         st = self.dns.stats

@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_DNS_NEGATIVE_TTL": 30.0,
     "POLITENESS_DNS_PIN": True,
     "POLITENESS_DNS_HOSTS_FILE": "/etc/hosts",
+    "POLITENESS_REPORT_HOSTS": 10,
 }
 
 _CONFIG_FIELDS = {
@@ -151,6 +152,7 @@ class PolitenessSettings:
     dns_negative_ttl: float
     dns_pin: bool
     dns_hosts_file: str | None
+    report_hosts: int
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:
@@ -240,6 +242,8 @@ class PolitenessSettings:
                                      raw("POLITENESS_DNS_NEGATIVE_TTL")),
             dns_pin=_bool("POLITENESS_DNS_PIN", raw("POLITENESS_DNS_PIN")),
             dns_hosts_file=hosts_file or None,
+            report_hosts=_number("POLITENESS_REPORT_HOSTS", raw("POLITENESS_REPORT_HOSTS"),
+                                 integer=True),
         )
 
     def config_for(self, key: str) -> Config:

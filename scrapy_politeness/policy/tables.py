@@ -88,6 +88,9 @@ class HostState:
     dead: bool = False
     parked_until: float = 0.0
     touched: float = 0.0
+    requests: int = 0
+    waited: float = 0.0
+    backoffs: dict[str, int] | None = None  # by cause, created on the first one
 
     def interval(self) -> float:
         """The clamped interval in force now."""
