@@ -378,14 +378,15 @@ class PolitenessMiddleware:
 
     def host_report(self, top: int | None = None) -> list[dict[str, Any]]:
         """Per-host facts, the hosts that cost the most waiting first."""
-        rows = [
+        tracked = sorted(self.hosts.items(), key=lambda kv: (-kv[1].waited, kv[0]))
+        if top is not None:
+            tracked = tracked[:top]
+        return [
             {"host": key, "requests": s.requests, "waited": round(s.waited, 3),
              "interval": round(s.interval(), 3), "backoffs": dict(s.backoffs or {}),
              "crawl_delay": s.crawl_delay, "dead": s.dead}
-            for key, s in self.hosts.items()
+            for key, s in tracked
         ]
-        rows.sort(key=lambda r: (-float(r["waited"]), str(r["host"])))
-        return rows if top is None else rows[:top]
 
     def _report(self) -> None:
         rows = self.host_report(self.settings.report_hosts)
