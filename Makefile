@@ -1,0 +1,28 @@
+# Two commands do all the set-up on a fresh machine with Python 3.11:
+#   make demo   - crawl the bundled local site farm through the plugin
+#   make test   - lint, type-check and run the whole test suite
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,redis]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python example_project/demo.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check scrapy_politeness sitefarm tests example_project
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
