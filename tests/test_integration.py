@@ -1,0 +1,198 @@
+"""Real Scrapy crawls against the farm, judged by server-side arrival times.
+
+Every crawl runs in its own process with the add-on enabled and the farm's
+DNS server as the only way to resolve ``*.farm.test``. Gaps are measured by
+the farm (first byte of each request), with a tolerance of at most 15 ms.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from crawling import farm_settings, run_crawl
+from sitefarm import Arrival, starts_by, violations
+
+TOL = 0.015
+
+
+def _by_host(arrivals: list[Arrival]) -> dict[str, list[Arrival]]:
+    groups: dict[str, list[Arrival]] = {}
+    for a in sorted(arrivals, key=lambda a: a.t):
+        groups.setdefault(a.host, []).append(a)
+    return groups
+
+
+def _ip_rule_violations(arrivals: list[Arrival], interval_of: dict[str, float],
+                        ip_floor: float) -> list[tuple[Arrival, Arrival, float]]:
+    """Consecutive starts on one IP closer than max(ip_floor, interval of the earlier host)."""
+    bad = []
+    by_ip: dict[str, list[Arrival]] = {}
+    for a in sorted(arrivals, key=lambda a: a.t):
+        by_ip.setdefault(a.ip, []).append(a)
+    for seq in by_ip.values():
+        for first, second in pairwise(seq):
+            need = max(ip_floor, interval_of[first.host])
+            if second.t - first.t < need - TOL:
+                bad.append((first, second, need))
+    return bad
+
+
+def test_host_and_ip_buckets_hold_with_shared_ips_and_slow_host(farm_factory: Any) -> None:
+    spec = {"ips": ["127.0.0.2", "127.0.0.3"], "hosts": {
+        "a.farm.test": {"ip": "127.0.0.2", "kind": "normal", "pages": 6},
+        "b.farm.test": {"ip": "127.0.0.2", "kind": "normal", "pages": 6},
+        "c.farm.test": {"ip": "127.0.0.2", "kind": "normal", "pages": 6},
+        "slow.farm.test": {"ip": "127.0.0.3", "kind": "slow", "latency": 0.7, "pages": 8},
+    }}
+    farm = farm_factory(spec)
+    interval = {"a.farm.test": 0.3, "b.farm.test": 0.6, "c.farm.test": 0.3,
+                "slow.farm.test": 0.3}
+    result = run_crawl(
+        [farm.url(h) for h in spec["hosts"]],
+        farm_settings(farm, POLITENESS_DEFAULT=0.3, POLITENESS_FLOOR=0.3,
+                      POLITENESS_IP_FLOOR=0.3, POLITENESS_LATENCY_RISE=100.0,
+                      POLITENESS_HOSTS={"b.farm.test": {"floor": 0.6}}),
+    )
+    arrivals = farm.arrivals()
+    assert len(arrivals) == 4 + 6 * 3 + 8
+    assert result.stat("politeness/dispatched") == len(arrivals)
+    # The connection went to the IP the plugin resolved, for every request.
+    for a in arrivals:
+        assert a.ip == spec["hosts"][a.host]["ip"], a
+    for host, times in starts_by(arrivals, lambda a: a.host).items():
+        assert not violations(times, interval[host], TOL), host
+    assert not _ip_rule_violations(arrivals, interval, 0.3)
+    # The slow host had several fetches in flight at once and still kept its spacing.
+    slow = [a.t for a in arrivals if a.host == "slow.farm.test"]
+    assert any(b - a < 0.7 for a, b in pairwise(sorted(slow)))
+
+
+def test_retry_after_window_is_respected(farm_factory: Any) -> None:
+    spec = {"ips": ["127.0.0.2"], "hosts": {
+        "limited.farm.test": {"ip": "127.0.0.2", "kind": "rate_limited",
+                              "rate_interval": 0.8, "retry_after": 2, "pages": 5},
+    }}
+    farm = farm_factory(spec)
+    result = run_crawl([farm.url("limited.farm.test")],
+                       farm_settings(farm, POLITENESS_DEFAULT=0.3, POLITENESS_FLOOR=0.3))
+    arrivals = _by_host(farm.arrivals())["limited.farm.test"]
+    throttled = [a for a in arrivals if a.status == 429]
+    assert throttled, "the farm never rate-limited: the test proves nothing"
+    for first, second in pairwise(arrivals):
+        if first.status == 429:
+            assert second.t - first.t >= 2 - TOL, (first, second)
+    assert result.stat("politeness/retry_after") == len(throttled)
+    assert result.stat("politeness/backoff/429") == len(throttled)
+    # Everything was fetched in the end: the backoff slowed the crawl, lost nothing.
+    assert {a.path for a in arrivals if a.status == 200} == {"/"} | {f"/p/{i}" for i in range(5)}
+
+
+def test_crawl_delay_spaces_the_first_fetch_after_robots_txt(farm_factory: Any) -> None:
+    spec = {"ips": ["127.0.0.2"], "hosts": {
+        "polite.farm.test": {"ip": "127.0.0.2", "kind": "normal", "crawl_delay": 1.2,
+                             "pages": 3},
+    }}
+    farm = farm_factory(spec)
+    result = run_crawl([farm.url("polite.farm.test")],
+                       farm_settings(farm, ROBOTSTXT_OBEY=True, POLITENESS_DEFAULT=0.3,
+                                     POLITENESS_FLOOR=0.3))
+    arrivals = _by_host(farm.arrivals())["polite.farm.test"]
+    assert [a.path for a in arrivals][:2] == ["/robots.txt", "/"]
+    assert len(arrivals) == 5
+    assert not violations([a.t for a in arrivals], 1.2, TOL)
+    assert result.stat("politeness/crawl_delay_hosts") == 1
+
+
+def test_dead_host_is_dropped_early(farm_factory: Any) -> None:
+    spec = {"ips": ["127.0.0.2"], "hosts": {
+        "broken.farm.test": {"ip": "127.0.0.2", "kind": "always_503", "pages": 10},
+    }}
+    farm = farm_factory(spec)
+    urls = [farm.url("broken.farm.test", f"/p/{i}") for i in range(10)]
+    result = run_crawl(urls, farm_settings(
+        farm, POLITENESS_DEFAULT=0.2, POLITENESS_FLOOR=0.1, POLITENESS_CEILING=0.8,
+        POLITENESS_DEAD_AFTER=2), follow=False)
+    arrivals = farm.arrivals()
+    # 0.2 -> 0.4 -> 0.8 (ceiling, streak 1) -> 0.8 (streak 2: dead). Without the
+    # plugin the 10 URLs with 2 retries each would hit the server 30 times.
+    assert len(arrivals) <= 5
+    assert result.stat("politeness/dead_hosts") == 1
+    assert result.stat("politeness/dropped/dead") >= 10 - len(arrivals)
+    assert len(re.findall(r"Host broken\.farm\.test declared dead", result.log)) == 1
+
+
+def test_retry_after_above_max_parks_the_host(farm_factory: Any) -> None:
+    spec = {"ips": ["127.0.0.2"], "hosts": {
+        "sleepy.farm.test": {"ip": "127.0.0.2", "kind": "normal", "pages": 6,
+                             "status_script": [503] * 20, "retry_after_header": "3600"},
+    }}
+    farm = farm_factory(spec)
+    urls = [farm.url("sleepy.farm.test", f"/p/{i}") for i in range(6)]
+    result = run_crawl(urls, farm_settings(farm, POLITENESS_MAX_RETRY_AFTER=30,
+                                           POLITENESS_DEFAULT=0.3, POLITENESS_FLOOR=0.3),
+                       follow=False)
+    assert len(farm.arrivals()) == 1
+    assert result.stat("politeness/dropped/parked") >= 5
+    assert "above POLITENESS_MAX_RETRY_AFTER=30s" in result.log
+    assert result.stat("finish_reason") == "finished"
+
+
+def test_cache_hits_are_neither_delayed_nor_counted(farm_factory: Any, tmp_path: Path) -> None:
+    spec = {"ips": ["127.0.0.2"], "hosts": {
+        "cached.farm.test": {"ip": "127.0.0.2", "kind": "normal", "pages": 5},
+    }}
+    farm = farm_factory(spec)
+    settings = farm_settings(farm, POLITENESS_DEFAULT=2.0, POLITENESS_FLOOR=2.0,
+                             HTTPCACHE_ENABLED=True, HTTPCACHE_DIR=str(tmp_path / "cache"))
+    first = run_crawl([farm.url("cached.farm.test")], settings)
+    assert first.stat("politeness/dispatched") == 6
+    farm.reset()
+    second = run_crawl([farm.url("cached.farm.test")], settings)
+    assert farm.arrivals() == []
+    assert second.stat("httpcache/hit") == 6
+    assert second.stat("politeness/dispatched") == 0
+    assert second.stat("politeness/waits") == 0
+    # Six pages at a 2 s interval took >= 10 s live; from the cache they are not spaced.
+    assert all(item["waited"] is None for item in second.items)
+
+
+def test_closing_with_requests_waiting_finishes_promptly(farm_factory: Any) -> None:
+    spec = {"ips": ["127.0.0.2"], "hosts": {
+        "big.farm.test": {"ip": "127.0.0.2", "kind": "normal", "pages": 40},
+    }}
+    farm = farm_factory(spec)
+    urls = [farm.url("big.farm.test", f"/p/{i}") for i in range(40)]
+    result = run_crawl(urls, farm_settings(farm, POLITENESS_DEFAULT=5.0, POLITENESS_FLOOR=5.0,
+                                           CLOSESPIDER_TIMEOUT=1.5), follow=False)
+    assert result.stat("finish_reason") == "closespider_timeout"
+    assert result.stat("politeness/dropped/closing") >= 10
+    assert result.stat("elapsed_time_seconds") < 1.5 + 1.0
+    assert len(farm.arrivals()) == 1
+
+
+def test_dns_failure_leaves_ip_unknown_and_is_counted(farm_factory: Any) -> None:
+    spec = {"ips": ["127.0.0.2"], "hosts": {
+        "ok.farm.test": {"ip": "127.0.0.2", "kind": "normal", "pages": 1},
+        "nodns.farm.test": {"ip": "127.0.0.2", "kind": "normal", "dns": {"mode": "servfail"}},
+    }}
+    farm = farm_factory(spec)
+    result = run_crawl([farm.url("ok.farm.test"), farm.url("nodns.farm.test")],
+                       farm_settings(farm, RETRY_ENABLED=False, DNS_TIMEOUT=2))
+    assert result.stat("politeness/dns/failures") >= 1
+    # The request still went to Scrapy, which reported its own DNS error.
+    assert result.stat("politeness/dispatched") == 3
+    assert any("nodns.farm.test" in line and "DNS" in line.upper()
+               for line in result.log.splitlines())
+    assert {a.host for a in farm.arrivals()} == {"ok.farm.test"}
+
+
+def test_a_bad_setting_stops_the_crawl_naming_setting_and_value(farm_factory: Any) -> None:
+    spec = {"ips": ["127.0.0.2"], "hosts": {"x.farm.test": {"ip": "127.0.0.2"}}}
+    farm = farm_factory(spec)
+    result = run_crawl([farm.url("x.farm.test")], farm_settings(farm, POLITENESS_BACKOFF=0.5),
+                       check=False)
+    assert "POLITENESS_BACKOFF must be >= 1, got 0.5" in result.log
+    assert farm.arrivals() == []
