@@ -159,7 +159,11 @@ class PolitenessMiddleware:
         fut: asyncio.Future[Release[Any]] = loop.create_future()
         self.gate.submit(key, self._ip_bucket(ip), fut, submitted)  # type: ignore[arg-type]
         self._pump(submitted)
-        release = fut.result() if fut.done() else await fut
+        if fut.done():
+            release = fut.result()
+        else:
+            release = await fut
+            self._respend(release, loop.time())
         if ip is not None and self.settings.dns_pin:
             self.dns.pin(hostname, ip)  # type: ignore[arg-type]
         waited = release.at - submitted
@@ -174,6 +178,21 @@ class PolitenessMiddleware:
         request.meta["politeness"] = {
             "ip": ip, "key": key, "waited": waited, "interval": release.interval,
         }
+
+    def _respend(self, release: Release[Any], now: float) -> None:
+        """Move the spend from the timer's instant to the real start.
+
+        The waiter resumes an event-loop turn (or, on a busy loop, several
+        milliseconds) after the gate released it; the server sees the fetch
+        later still. Spacing the next fetch from the later instant keeps
+        that slip from shortening the gap the server sees.
+        """
+        if now <= release.at:
+            return
+        state = self.hosts.peek(release.key)
+        if state is not None and now > state.last_start:
+            state.last_start = now
+        self.ips.spend(release.ip, now, release.interval)
 
     def _check_not_dropped(self, key: str, now: float) -> None:
         state = self.hosts.peek(key)

@@ -108,9 +108,13 @@ def _nameserver(name: str, entry: str) -> tuple[str, int]:
     """``"ip"``, ``"ip:port"`` or ``"[v6]:port"`` into (ip, port)."""
     host, port = entry.strip(), 53
     if host.startswith("["):
-        inner, _, rest = host[1:].partition("]")
+        inner, bracket, rest = host[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            raise ValueError(
+                f"{name} entries must be an IP address or ip:port, got {entry!r}"
+            )
         host = inner
-        if rest.startswith(":"):
+        if rest:
             port = _port(name, entry, rest[1:])
     elif host.count(":") == 1:
         host, _, raw = host.partition(":")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from crawling import farm_settings, run_crawl
+
 from sitefarm import Arrival, starts_by, violations
 
 TOL = 0.015

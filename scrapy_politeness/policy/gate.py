@@ -140,6 +140,15 @@ class Gate(Generic[T]):
         """Remove and return every waiting request of ``key``."""
         q = self._queues.pop(key, None)
         self._host_seq.pop(key, None)
+        if key in self._on_ip:  # parked behind its head request's IP: unpark it
+            self._on_ip.discard(key)
+            ip = q[0][1] if q else None
+            parked = self._ip_parked.get(ip) if ip is not None else None
+            if ip is not None and parked is not None and key in parked:
+                parked.remove(key)
+                if not parked:
+                    del self._ip_parked[ip]
+                    self._ip_armed.pop(ip, None)
         if not q:
             return []
         self._waiting -= len(q)
@@ -164,6 +173,11 @@ class Gate(Generic[T]):
         if state is None:
             return 0.0
         return state.eligible_at() + self.margin
+
+    def _ip_ready(self, ip: str) -> float:
+        # Like _host_ready: an unknown IP (eligible_at 0) has no spacing to pad.
+        at = self.ips.eligible_at(ip)
+        return at + self.margin if at else 0.0
 
     def _schedule_host(self, key: str, at: float) -> None:
         self._seq += 1
@@ -193,7 +207,7 @@ class Gate(Generic[T]):
                 parked.append(key)
                 self._on_ip.add(key)
                 return
-            ip_ready = self.ips.eligible_at(ip) + self.margin
+            ip_ready = self._ip_ready(ip)
             if ip_ready > now:
                 self._ip_parked[ip] = deque((key,))
                 self._on_ip.add(key)
@@ -206,7 +220,7 @@ class Gate(Generic[T]):
         if not parked:
             self._ip_parked.pop(ip, None)
             return
-        ip_ready = self.ips.eligible_at(ip) + self.margin
+        ip_ready = self._ip_ready(ip)
         if ip_ready > now:
             self._arm_ip(ip, ip_ready)
             return
@@ -223,7 +237,7 @@ class Gate(Generic[T]):
             self._dispatch(key, q, now, released)
             break
         if parked:
-            self._arm_ip(ip, self.ips.eligible_at(ip) + self.margin)
+            self._arm_ip(ip, self._ip_ready(ip))
         else:
             del self._ip_parked[ip]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from datetime import timezone
 from email.utils import parsedate_to_datetime
 
 __all__ = ["parse_retry_after", "retry_after_of"]
@@ -41,8 +42,10 @@ def parse_retry_after(value: str | bytes | None, now_wall: float) -> float | Non
         when = parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
-    if when is None or when.tzinfo is None:
+    if when is None:
         return None
+    if when.tzinfo is None:  # asctime form or "-0000": an HTTP-date is always GMT
+        when = when.replace(tzinfo=timezone.utc)
     try:
         delta = when.timestamp() - now_wall
     except (OverflowError, ValueError, OSError):
