@@ -190,9 +190,11 @@ class PolitenessMiddleware:
         if now <= release.at:
             return
         state = self.hosts.peek(release.key)
-        if state is not None and now > state.last_start:
+        if state is None:
+            return
+        if now > state.last_start:
             state.last_start = now
-        self.ips.spend(release.ip, now, release.interval)
+        self.ips.spend(release.ip, now, state.ip_interval())
 
     def _check_not_dropped(self, key: str, now: float) -> None:
         state = self.hosts.peek(key)
@@ -361,7 +363,7 @@ class PolitenessMiddleware:
             self._last_evict = now
             cutoff = now - self.settings.idle_ttl
             self.hosts.evict(cutoff)
-            self.ips.evict(now)
+            self.ips.evict(now - self.settings.send_margin)
             self.dns.evict(cutoff)
             if len(self._exempt) > 65536:
                 self._exempt.clear()

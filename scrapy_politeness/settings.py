@@ -26,6 +26,7 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_SOFT_WIDEN": 1.25,
     "POLITENESS_NARROW": 0.05,
     "POLITENESS_LATENCY_RISE": 1.5,
+    "POLITENESS_LATENCY_MIN_RISE": 0.05,
     "POLITENESS_DEAD_AFTER": 5,
     "POLITENESS_MAX_CRAWL_DELAY": 60.0,
     "POLITENESS_CRAWL_DELAY_OVER_MAX": "skip",
@@ -54,6 +55,7 @@ _CONFIG_FIELDS = {
     "soft_widen": "POLITENESS_SOFT_WIDEN",
     "narrow": "POLITENESS_NARROW",
     "latency_rise": "POLITENESS_LATENCY_RISE",
+    "latency_min_rise": "POLITENESS_LATENCY_MIN_RISE",
 }
 _HOST_OVERRIDE_FIELDS = ("default", "floor", "ceiling")
 _OVER_MAX = ("skip", "cap", "honour")
@@ -70,7 +72,7 @@ def _number(name: str, value: Any, *, minimum: float = 0.0, allow_none: bool = F
         return None
     if isinstance(value, str):
         try:
-            value = int(value) if integer else float(value)
+            value = float(value)
         except ValueError:
             raise ValueError(f"{name} must be a number, got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -375,7 +375,7 @@ def test_demo_spec_is_valid() -> None:
 
 def test_bad_spec_is_rejected_before_spawning() -> None:
     with pytest.raises(SpecError, match="loopback"):
-        Farm({"ips": ["10.0.0.1"], "hosts": {}})
+        Farm({"ips": ["192.0.2.1"], "hosts": {}})  # TEST-NET-1: rejected, never contacted
     with pytest.raises(SpecError, match="kind"):
         Farm({"ips": [IP_A], "hosts": {"x.farm.test": {"ip": IP_A, "kind": "weird"}}})
 

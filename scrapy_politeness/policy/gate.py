@@ -246,7 +246,8 @@ class Gate(Generic[T]):
         token, ip = q.popleft()
         self._waiting -= 1
         interval = self.hosts.start(key, now)
-        self.ips.spend(ip, now, interval)
+        if ip is not None:
+            self.ips.spend(ip, now, self.hosts.get(key).ip_interval())
         if self.max_in_flight:
             self._in_flight[key] = self._in_flight.get(key, 0) + 1
         released.append(Release(token, key, ip, interval, now))

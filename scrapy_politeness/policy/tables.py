@@ -96,6 +96,13 @@ class HostState:
         """The clamped interval in force now."""
         return self.config.host_interval(self.adaptive, self.crawl_delay)
 
+    def ip_interval(self) -> float:
+        """The spacing this host's fetch imposes on its IP: the clamped adaptive
+        interval without the crawl-delay. Backoff is a sign the machine
+        struggles, so every vhost on it slows down; a Crawl-delay is one
+        site's wish and stays with that site."""
+        return self.config.host_interval(self.adaptive)
+
     def eligible_at(self) -> float:
         nxt = self.last_start + self.interval()
         return nxt if nxt > self.not_before else self.not_before
@@ -193,7 +200,7 @@ class HostTable:
             a = self.latency_alpha
             state.latency = signal.latency if prev <= 0 else a * signal.latency + (1 - a) * prev
         failed = is_failure(signal.status)
-        soft = (not failed) and prev > 0 and signal.latency > prev * config.latency_rise
+        soft = (not failed) and config.latency_rising(signal.latency, prev)
         if config.at_ceiling(state.adaptive):
             state.ceiling_streak += 1
         else:

@@ -1,0 +1,1 @@
+"""farmcrawl: the example Scrapy project that uses scrapy-politeness."""
