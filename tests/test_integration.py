@@ -197,3 +197,35 @@ def test_a_bad_setting_stops_the_crawl_naming_setting_and_value(farm_factory: An
                        check=False)
     assert "POLITENESS_BACKOFF must be >= 1, got 0.5" in result.log
     assert farm.arrivals() == []
+
+
+def test_domain_grouping_shares_one_budget_across_subdomains(farm_factory: Any) -> None:
+    spec = {"ips": ["127.0.0.2", "127.0.0.3"], "hosts": {
+        "a.example.co.uk": {"ip": "127.0.0.2", "kind": "normal", "pages": 4},
+        "b.example.co.uk": {"ip": "127.0.0.3", "kind": "normal", "pages": 4},
+    }}
+    farm = farm_factory(spec)
+    run_crawl([farm.url(h) for h in spec["hosts"]],
+              farm_settings(farm, POLITENESS_HOST_GROUPING="domain",
+                            POLITENESS_DEFAULT=0.3, POLITENESS_FLOOR=0.3))
+    arrivals = farm.arrivals()
+    assert len(arrivals) == 10
+    # Two IPs, yet one budget: every start of the group 0.3 s from the previous one.
+    assert not violations([a.t for a in arrivals], 0.3, TOL)
+
+
+def test_exempt_network_has_no_ip_bucket_but_hosts_keep_theirs(farm_factory: Any) -> None:
+    spec = {"ips": ["127.0.0.2"], "hosts": {
+        f"v{i}.farm.test": {"ip": "127.0.0.2", "kind": "normal", "pages": 3} for i in range(4)
+    }}
+    farm = farm_factory(spec)
+    run_crawl([farm.url(h) for h in spec["hosts"]],
+              farm_settings(farm, POLITENESS_IP_EXEMPT=["127.0.0.2/32"],
+                            POLITENESS_DEFAULT=0.5, POLITENESS_FLOOR=0.5))
+    arrivals = farm.arrivals()
+    assert len(arrivals) == 16
+    for host, times in starts_by(arrivals, lambda a: a.host).items():
+        assert not violations(times, 0.5, TOL), host
+    # The CDN-style exemption is real: starts on the shared IP come closer than 0.5 s.
+    ip_times = sorted(a.t for a in arrivals)
+    assert min(b - a for a, b in pairwise(ip_times)) < 0.2
