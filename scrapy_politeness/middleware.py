@@ -428,6 +428,12 @@ class PolitenessMiddleware:
         self.stats.set_value(_STATS + "dns/failures", st.failures)
 
     def _install_resolver(self) -> None:
+        from scrapy.utils.reactor import is_reactor_installed
+
+        if not is_reactor_installed():  # TWISTED_REACTOR_ENABLED = False
+            logger.warning("No Twisted reactor: downloads will not be pinned to the IP the "
+                           "politeness gate accounted for (POLITENESS_DNS_PIN)")
+            return
         from twisted.internet import reactor
 
         from .pinning import PinnedNameResolver

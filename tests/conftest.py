@@ -23,3 +23,21 @@ def farm_factory() -> Iterator[Callable[[dict[str, Any]], Farm]]:
     yield start
     for farm in farms:
         farm.stop()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the smallest server-side gaps the integration tests measured."""
+    module = __import__("sys").modules.get("test_integration")
+    gaps: list[tuple[str, float, float]] = getattr(module, "GAPS", [])
+    if not gaps:
+        return
+    worst: dict[str, tuple[float, float]] = {}
+    for what, gap, need in gaps:
+        key = what.split(" after ")[0] if what.startswith("IP ") else what
+        if key not in worst or gap - need < worst[key][0] - worst[key][1]:
+            worst[key] = (gap, need)
+    terminalreporter.section("smallest start-to-start gaps seen by the farm")
+    for what, (gap, need) in sorted(worst.items()):
+        terminalreporter.write_line(
+            f"{what:45s} {gap * 1000:8.1f} ms  (required {need * 1000:.0f} ms, "
+            f"{(gap - need) * 1000:+.1f} ms)")
