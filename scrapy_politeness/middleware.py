@@ -15,14 +15,17 @@ import ipaddress
 import logging
 import math
 import time
+import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.crawler import Crawler
+from scrapy.exceptions import CloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
+from .backends import SharedBackend, SharedHost, make_backend
 from .dns import DnsCache
 from .policy import Gate, HostTable, IPTable, Release, Signal, host_key, retry_after_of
 from .settings import PolitenessSettings
@@ -31,7 +34,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from scrapy import Request, Spider
-    from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.robotstxt import RobotParser
     from typing_extensions import Self
@@ -43,6 +45,32 @@ logger = logging.getLogger(__name__)
 _NETWORK_SCHEMES = frozenset(("http", "https"))
 _STATS = "politeness/"
 _WATCH_EVERY = 0.25  # seconds between checks for a closing engine and eviction
+
+
+_BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, PolitenessMiddleware] = (
+    weakref.WeakKeyDictionary())
+
+
+def get_middleware(crawler: Crawler) -> PolitenessMiddleware | None:
+    """The politeness middleware of ``crawler``, once built (for the scheduler queue)."""
+    return _BY_CRAWLER.get(crawler)
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """What the gate would decide for a request now, for scheduling ahead of it.
+
+    ``host_ready``/``ip_ready`` are instants on the event loop's clock (0 when
+    nothing holds it back); ``interval``/``ip_interval`` the spacings one more
+    start of this host would add to its host and IP buckets.
+    """
+
+    key: str
+    ip: str | None
+    host_ready: float
+    ip_ready: float
+    interval: float
+    ip_interval: float
 
 
 @dataclass(slots=True)
@@ -76,6 +104,10 @@ class PolitenessMiddleware:
             min_ttl=settings.dns_min_ttl, max_ttl=settings.dns_max_ttl,
             negative_ttl=settings.dns_negative_ttl, hosts_file=settings.dns_hosts_file,
         )
+        bot = crawler.settings.get("BOT_NAME") or "scrapy"
+        namespace = settings.namespace or f"politeness:{bot}"
+        self.backend: SharedBackend | None = make_backend(
+            settings.backend, namespace=namespace, on_loss=settings.backend_on_loss)
         self._key = self._make_key_function(settings.grouping)
         self._exempt: dict[str, bool] = {}
         self._dispatched: dict[Request, _Dispatch] = {}
@@ -86,11 +118,13 @@ class PolitenessMiddleware:
         self._watch: asyncio.TimerHandle | None = None
         self._last_evict = 0.0
         self._closing = False
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._wrapped_resolver: Any = None
         self._our_resolver: Any = None
         s = crawler.settings
         self._robots_ua: str | None = s.get("ROBOTSTXT_USER_AGENT") or None
         self._default_ua: str = s.get("USER_AGENT") or ""
+        _BY_CRAWLER[crawler] = self
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
@@ -140,6 +174,29 @@ class PolitenessMiddleware:
 
     # -- the gate ----------------------------------------------------------
 
+    def hint(self, request: Request) -> Hint | None:
+        """The gate's view of ``request`` without waiting (no DNS query: an
+        uncached name has no IP yet). None for requests the gate ignores."""
+        parsed = urlparse_cached(request)
+        hostname = parsed.hostname
+        if parsed.scheme not in _NETWORK_SCHEMES or not hostname:
+            return None
+        key = self._key(hostname)
+        ip = self.dns.lookup(hostname)
+        ip = self._ip_bucket(ip if isinstance(ip, str) else None)
+        state = self.hosts.peek(key)
+        margin = self.settings.send_margin
+        if state is None:
+            config = self.settings.config_for(key)
+            host_ready, interval = 0.0, config.host_interval(config.default)
+            ip_interval = interval
+        else:
+            host_ready = state.eligible_at() + margin
+            interval, ip_interval = state.interval(), state.ip_interval()
+        ip_at = self.ips.eligible_at(ip)
+        return Hint(key, ip, host_ready, ip_at + margin if ip_at else 0.0, interval,
+                    ip_interval)
+
     async def process_request(self, request: Request) -> None:
         parsed = urlparse_cached(request)
         if parsed.scheme not in _NETWORK_SCHEMES or not parsed.hostname:
@@ -164,10 +221,12 @@ class PolitenessMiddleware:
         else:
             release = await fut
             self._respend(release, loop.time())
+        state = self.hosts.get(key)
+        if self.backend is not None:
+            release = await self._reserve_shared(release, state, loop)
         if ip is not None and self.settings.dns_pin:
             self.dns.pin(hostname, ip)  # type: ignore[arg-type]
         waited = release.at - submitted
-        state = self.hosts.get(key)
         state.requests += 1
         state.waited += waited
         if waited > 0:
@@ -178,6 +237,35 @@ class PolitenessMiddleware:
         request.meta["politeness"] = {
             "ip": ip, "key": key, "waited": waited, "interval": release.interval,
         }
+
+    async def _reserve_shared(self, release: Release[Any], state: Any,
+                              loop: asyncio.AbstractEventLoop) -> Release[Any]:
+        """One round trip books the start on the shared buckets; sleep until it."""
+        assert self.backend is not None
+        try:
+            delay, shared = await self.backend.reserve(release.key, release.ip, state.config)
+        except BaseException:
+            self.gate.done(release.key)
+            raise
+        self._mirror(state, shared, loop.time())
+        if delay > 0:
+            self.stats.inc_value(_STATS + "shared/waits")
+            await asyncio.sleep(delay)
+            now = loop.time()
+            release = Release(release.token, release.key, release.ip, state.interval(), now)
+            self._respend(release, now)
+        return release
+
+    def _mirror(self, state: Any, shared: SharedHost, now: float) -> None:
+        """Make the local tables reflect what the shared backend answered."""
+        state.adaptive = shared.adaptive
+        state.crawl_delay = shared.crawl_delay
+        if shared.not_before_in > 0:
+            state.not_before = max(state.not_before, now + shared.not_before_in)
+        state.latency = shared.latency
+        state.ceiling_streak = shared.ceiling_streak
+        if shared.dead and not state.dead:
+            state.dead = True
 
     def _respend(self, release: Release[Any], now: float) -> None:
         """Move the spend from the timer's instant to the real start.
@@ -280,7 +368,10 @@ class PolitenessMiddleware:
             else:
                 honoured = retry_after
                 self.stats.inc_value(_STATS + "retry_after")
-        outcome = self.hosts.feedback(key, Signal(status, honoured, latency, state.latency), now)
+        signal = Signal(status, honoured, latency, state.latency)
+        outcome = self.hosts.feedback(key, signal, now)
+        if self.backend is not None:
+            self._shared_feedback(key, signal)
         cause = None
         if outcome.backed_off:
             cause = "429" if status == 429 else "transport" if status == 0 else "5xx"
@@ -302,6 +393,35 @@ class PolitenessMiddleware:
             self._drop_waiting(key, reason, "dropped/dead")
         self.gate.touch(key)
         self._pump(now)
+
+    def _shared_feedback(self, key: str, signal: Signal) -> None:
+        """Fold the outcome into the shared host without holding the response."""
+        assert self.backend is not None
+        assert self._loop is not None
+        state = self.hosts.get(key)
+        task = self._loop.create_task(
+            self.backend.feedback(key, signal, state.config, self.hosts.dead_after))
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._shared_feedback_done(key, t))
+
+    def _shared_feedback_done(self, key: str, task: asyncio.Task[SharedHost]) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            logger.warning("politeness: shared feedback for %s failed: %r", key, exc)
+            return
+        assert self._loop is not None
+        state = self.hosts.get(key)
+        was_dead = state.dead
+        self._mirror(state, task.result(), self._loop.time())
+        if state.dead and not was_dead:
+            reason = f"politeness: host {key} is dead (declared by another crawler)"
+            self._drop_reason[key] = reason
+            self._drop_waiting(key, reason, "dropped/dead")
+        self.gate.touch(key)
+        self._pump()
 
     def _park(self, key: str, until: float, reason: str) -> None:
         state = self.hosts.get(key)
@@ -340,14 +460,25 @@ class PolitenessMiddleware:
             self.stats.inc_value(_STATS + "crawl_delay_hosts")
         if delay > state.crawl_delay:
             state.crawl_delay = delay
+            if self.backend is not None and self._loop is not None:
+                task = self._loop.create_task(self.backend.set_crawl_delay(key, delay))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
         self.gate.touch(key)
         if self._loop is not None:
             self._pump()
 
     # -- life cycle ----------------------------------------------------------
 
-    def _spider_opened(self, spider: Spider) -> None:
-        self._loop = asyncio.get_event_loop()
+    async def _spider_opened(self, spider: Spider) -> None:
+        self._loop = asyncio.get_running_loop()
+        if self.backend is not None:
+            try:
+                await self.backend.open()
+            except Exception as exc:
+                logger.error("politeness: the shared backend (POLITENESS_BACKEND) is "
+                             "unreachable: %s", exc)
+                raise CloseSpider("politeness_backend_unreachable") from exc
         if self.settings.dns_pin:
             self._install_resolver()
         self._watch = self._loop.call_later(_WATCH_EVERY, self._on_watch)
@@ -388,11 +519,15 @@ class PolitenessMiddleware:
                 self.stats.inc_value(_STATS + "dropped/closing")
                 fut.set_exception(IgnoreRequest(reason))
 
-    def _spider_closed(self, spider: Spider) -> None:
+    async def _spider_closed(self, spider: Spider) -> None:
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
         self._close_gate("politeness: spider closed")
+        if self.backend is not None:
+            if self._tasks:
+                await asyncio.wait(list(self._tasks), timeout=2.0)
+            await self.backend.close()
         self._restore_resolver()
         self._sync_dns_stats()
         self._report()

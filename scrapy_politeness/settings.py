@@ -44,6 +44,9 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_DNS_PIN": True,
     "POLITENESS_DNS_HOSTS_FILE": "/etc/hosts",
     "POLITENESS_REPORT_HOSTS": 10,
+    "POLITENESS_BACKEND": "memory",
+    "POLITENESS_NAMESPACE": None,
+    "POLITENESS_BACKEND_ON_LOSS": "hold",
 }
 
 _CONFIG_FIELDS = {
@@ -60,6 +63,7 @@ _CONFIG_FIELDS = {
 _HOST_OVERRIDE_FIELDS = ("default", "floor", "ceiling")
 _OVER_MAX = ("skip", "cap", "honour")
 _GROUPING = ("host", "domain")
+_ON_LOSS = ("hold", "local")
 
 
 class _SettingsLike(Protocol):
@@ -130,6 +134,32 @@ def _nameserver(name: str, entry: str) -> tuple[str, int]:
     return host, port
 
 
+def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed!r}, got {value!r}")
+    return str(value)
+
+
+def _optional_str(name: str, value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def _backend(value: Any) -> str:
+    if isinstance(value, str) and (value == "memory" or value.startswith(
+            ("redis://", "rediss://", "unix://"))):
+        return value
+    shown = value
+    if isinstance(value, str) and "@" in value:  # never echo a password
+        scheme, _, rest = value.partition("://")
+        shown = f"{scheme}://***@{rest.rpartition('@')[2]}"
+    raise ValueError(f"POLITENESS_BACKEND must be 'memory' or a redis:// / rediss:// URL, "
+                     f"got {shown!r}")
+
+
 def _port(name: str, entry: str, raw: str) -> int:
     if not raw.isdigit() or not 0 < int(raw) < 65536:
         raise ValueError(f"{name} has a bad port in {entry!r}")
@@ -159,6 +189,9 @@ class PolitenessSettings:
     dns_pin: bool
     dns_hosts_file: str | None
     report_hosts: int
+    backend: str
+    namespace: str | None
+    backend_on_loss: str
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:
@@ -250,6 +283,10 @@ class PolitenessSettings:
             dns_hosts_file=hosts_file or None,
             report_hosts=_number("POLITENESS_REPORT_HOSTS", raw("POLITENESS_REPORT_HOSTS"),
                                  integer=True),
+            backend=_backend(raw("POLITENESS_BACKEND")),
+            namespace=_optional_str("POLITENESS_NAMESPACE", settings.get("POLITENESS_NAMESPACE")),
+            backend_on_loss=_choice("POLITENESS_BACKEND_ON_LOSS",
+                                    raw("POLITENESS_BACKEND_ON_LOSS"), _ON_LOSS),
         )
 
     def config_for(self, key: str) -> Config:

@@ -1,0 +1,65 @@
+"""The small interface a shared state backend implements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from ..policy import Config, Signal
+
+__all__ = ["SharedBackend", "SharedHost", "make_backend"]
+
+
+@dataclass(frozen=True, slots=True)
+class SharedHost:
+    """A host's shared state as the backend answered it.
+
+    ``not_before_in`` is relative (seconds from the backend's now), so the
+    answer means the same on crawler machines whose clocks disagree.
+    """
+
+    adaptive: float
+    crawl_delay: float
+    not_before_in: float
+    latency: float
+    ceiling_streak: int
+    dead: bool
+
+
+class SharedBackend(Protocol):
+    """Bucket state shared by several crawler processes.
+
+    Every method is one round trip. Instants are the backend's own (its
+    clock), and only relative delays cross the wire.
+    """
+
+    async def open(self) -> None:
+        """Connect; raise a clear error when the backend is unreachable."""
+
+    async def close(self) -> None: ...
+
+    async def reserve(self, key: str, ip: str | None, config: Config) -> tuple[float, SharedHost]:
+        """Atomically: when both the host and the IP buckets permit, book the
+        start and spend both. Returns (seconds from now until the booked
+        start, >= 0; the host's shared state)."""
+        ...
+
+    async def feedback(self, key: str, signal: Signal, config: Config,
+                       dead_after: int) -> SharedHost:
+        """Atomically fold one outcome into the shared host (AIMD, Retry-After,
+        latency EWMA, ceiling streak, dead flag)."""
+        ...
+
+    async def set_crawl_delay(self, key: str, delay: float) -> None: ...
+
+
+def make_backend(url: str, *, namespace: str, on_loss: str) -> SharedBackend | None:
+    """None for ``"memory"``; otherwise the shared backend the URL names."""
+    if url == "memory":
+        return None
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        from .redis import RedisBackend
+
+        return RedisBackend(url, namespace=namespace, on_loss=on_loss)
+    raise ValueError(f"POLITENESS_BACKEND must be 'memory' or a redis:// URL, got {url!r}")
