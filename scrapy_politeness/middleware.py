@@ -247,7 +247,8 @@ class PolitenessMiddleware:
         except BaseException:
             self.gate.done(release.key)
             raise
-        self._mirror(state, shared, loop.time())
+        if shared is not None:
+            self._mirror(state, shared, loop.time())
         if delay > 0:
             self.stats.inc_value(_STATS + "shared/waits")
             await asyncio.sleep(delay)

@@ -39,10 +39,12 @@ class SharedBackend(Protocol):
 
     async def close(self) -> None: ...
 
-    async def reserve(self, key: str, ip: str | None, config: Config) -> tuple[float, SharedHost]:
+    async def reserve(self, key: str, ip: str | None,
+                      config: Config) -> tuple[float, SharedHost | None]:
         """Atomically: when both the host and the IP buckets permit, book the
         start and spend both. Returns (seconds from now until the booked
-        start, >= 0; the host's shared state)."""
+        start, >= 0; the host's shared state, or None when the backend fell
+        back to local buckets and has no shared answer)."""
         ...
 
     async def feedback(self, key: str, signal: Signal, config: Config,
