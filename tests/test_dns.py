@@ -1,0 +1,210 @@
+"""DNS faults against the farm's real loopback DNS server.
+
+The crawl must never stall or crash on a bad DNS answer: every fault ends in
+an IP or in None (unknown IP: no IP bucket, the host bucket still applies),
+within the configured timeout, and is counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_twisted
+from twisted.internet.defer import Deferred
+
+from scrapy_politeness.dns import DnsCache, read_hosts_file
+from sitefarm import Farm
+
+SPEC: dict[str, Any] = {
+    "ips": ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6", "127.0.0.7"],
+    "dns_ttl": 300,
+    "hosts": {
+        "ok.farm.test": {"ip": "127.0.0.2"},
+        "zero.farm.test": {"ip": "127.0.0.3", "ttl": 0},
+        "huge.farm.test": {"ip": "127.0.0.4", "ttl": 2_000_000_000},
+        "silent.farm.test": {"ip": "127.0.0.2", "dns": {"mode": "timeout"}},
+        "servfail.farm.test": {"ip": "127.0.0.2", "dns": {"mode": "servfail"}},
+        "gone.farm.test": {"ip": "127.0.0.2", "dns": {"mode": "nxdomain"}},
+        "big.farm.test": {"ip": "127.0.0.5", "dns": {"mode": "truncate"}},
+        "alias.farm.test": {"ip": "127.0.0.2",
+                            "dns": {"mode": "cname", "target": "alias2.farm.test"}},
+        "alias2.farm.test": {"ip": "127.0.0.2",
+                             "dns": {"mode": "cname", "target": "ok.farm.test"}},
+        "v6.farm.test": {"ip": "127.0.0.2", "dns": {"mode": "v6only"}},
+        "moving.farm.test": {"ip": "127.0.0.2",
+                             "dns": {"mode": "rotate", "ips": ["127.0.0.6", "127.0.0.7"]},
+                             "ttl": 0},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def farm() -> Iterator[Farm]:
+    with Farm(SPEC) as f:
+        yield f
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _cache(farm: Farm, clock: Clock | None = None, **kw: Any) -> DnsCache:
+    host, port = farm.dns.rsplit(":", 1)
+    args: dict[str, Any] = {"nameservers": ((host, int(port)),), "timeout": 0.5,
+                            "min_ttl": 5.0, "max_ttl": 3600.0, "negative_ttl": 30.0,
+                            "hosts_file": None, **kw}
+    if clock is not None:
+        args["clock"] = clock
+    return DnsCache(**args)
+
+
+async def resolve(cache: DnsCache, name: str) -> str | None:
+    """Run the asyncio resolver on the reactor's asyncio loop from a Twisted test."""
+    result: str | None = await Deferred.fromFuture(asyncio.ensure_future(cache.resolve(name)))
+    return result
+
+
+@pytest_twisted.ensureDeferred
+async def test_answer_is_cached_for_its_ttl(farm: Farm) -> None:
+    clock = Clock()
+    cache = _cache(farm, clock)
+    assert await resolve(cache, "ok.farm.test") == "127.0.0.2"
+    assert cache.lookup("ok.farm.test") == "127.0.0.2"
+    clock.now += 299
+    assert cache.lookup("ok.farm.test") == "127.0.0.2"
+    clock.now += 2
+    assert cache.lookup("ok.farm.test") is DnsCache.MISS
+    assert cache.stats.lookups == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_ttl_zero_is_raised_to_the_min_ttl(farm: Farm) -> None:
+    clock = Clock()
+    cache = _cache(farm, clock, min_ttl=5.0)
+    assert await resolve(cache, "zero.farm.test") == "127.0.0.3"
+    clock.now += 4.9
+    assert cache.lookup("zero.farm.test") == "127.0.0.3"
+    clock.now += 0.2
+    assert cache.lookup("zero.farm.test") is DnsCache.MISS
+
+
+@pytest_twisted.ensureDeferred
+async def test_huge_ttl_is_capped_at_the_max_ttl(farm: Farm) -> None:
+    clock = Clock()
+    cache = _cache(farm, clock, max_ttl=60.0)
+    assert await resolve(cache, "huge.farm.test") == "127.0.0.4"
+    clock.now += 61
+    assert cache.lookup("huge.farm.test") is DnsCache.MISS
+
+
+@pytest.mark.parametrize("name", ["servfail.farm.test", "gone.farm.test", "nowhere.farm.test"])
+@pytest_twisted.ensureDeferred
+async def test_failures_give_none_and_are_cached_briefly(farm: Farm, name: str) -> None:
+    clock = Clock()
+    cache = _cache(farm, clock, negative_ttl=30.0)
+    assert await resolve(cache, name) is None
+    assert cache.stats.failures == 1
+    assert cache.lookup(name) is None  # a cached failure, not a miss
+    clock.now += 31
+    assert cache.lookup(name) is DnsCache.MISS
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_silent_server_times_out_within_the_timeout(farm: Farm) -> None:
+    cache = _cache(farm, timeout=0.5)
+    start = time.monotonic()
+    assert await resolve(cache, "silent.farm.test") is None
+    assert time.monotonic() - start < 2.0
+    assert cache.stats.failures == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_truncated_udp_answer_falls_back_to_tcp(farm: Farm) -> None:
+    assert await resolve(_cache(farm), "big.farm.test") == "127.0.0.5"
+
+
+@pytest_twisted.ensureDeferred
+async def test_cname_chain_is_followed(farm: Farm) -> None:
+    assert await resolve(_cache(farm), "alias.farm.test") == "127.0.0.2"
+
+
+@pytest_twisted.ensureDeferred
+async def test_ipv6_only_host_gets_its_v6_address(farm: Farm) -> None:
+    assert await resolve(_cache(farm), "v6.farm.test") == "::1"
+
+
+@pytest_twisted.ensureDeferred
+async def test_answers_that_change_between_lookups_are_followed_after_expiry(farm: Farm) -> None:
+    clock = Clock()
+    cache = _cache(farm, clock, min_ttl=1.0)
+    first = await resolve(cache, "moving.farm.test")
+    assert await resolve(cache, "moving.farm.test") == first  # cached
+    clock.now += 2
+    second = await resolve(cache, "moving.farm.test")
+    assert {first, second} == {"127.0.0.6", "127.0.0.7"}
+
+
+@pytest_twisted.ensureDeferred
+async def test_concurrent_lookups_share_one_query(farm: Farm) -> None:
+    farm.reset()
+    cache = _cache(farm)
+
+    async def many() -> list[str | None]:
+        gathered = asyncio.gather(*(cache.resolve("ok.farm.test") for _ in range(50)))
+        result: list[str | None] = await Deferred.fromFuture(gathered)
+        return result
+
+    assert await many() == ["127.0.0.2"] * 50
+    assert farm.dns_queries().get("ok.farm.test") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_ip_literals_skip_dns(farm: Farm) -> None:
+    cache = _cache(farm)
+    assert await resolve(cache, "127.0.0.9") == "127.0.0.9"
+    assert await resolve(cache, "::1") == "::1"
+    assert cache.stats.lookups == 0
+
+
+@pytest_twisted.ensureDeferred
+async def test_hosts_file_names_resolve_like_the_system(tmp_path: Path, farm: Farm) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n::1 localhost ip6-localhost\n"
+                     "127.0.0.8 Static.Example. other # comment\n# 127.0.0.9 commented\n"
+                     "garbage line\n")
+    table = read_hosts_file(str(hosts))
+    assert table["localhost"] == "127.0.0.1"
+    assert table["ip6-localhost"] == "::1"
+    assert table["static.example"] == "127.0.0.8"
+    assert "commented" not in table
+    cache = _cache(farm, hosts_file=str(hosts))
+    assert await resolve(cache, "static.example") == "127.0.0.8"
+    assert cache.stats.lookups == 0
+
+
+def test_localhost_resolves_without_a_hosts_file() -> None:
+    assert read_hosts_file(None)["localhost"] == "127.0.0.1"
+    assert read_hosts_file("/nonexistent/hosts")["localhost"] == "127.0.0.1"
+
+
+@pytest_twisted.ensureDeferred
+async def test_pins_outlive_the_answer_until_evicted(farm: Farm) -> None:
+    clock = Clock()
+    cache = _cache(farm, clock)
+    await resolve(cache, "ok.farm.test")
+    cache.pin("ok.farm.test", "127.0.0.2")
+    clock.now += 1000  # the answer expired, the pin stays
+    assert cache.lookup("ok.farm.test") is DnsCache.MISS
+    assert cache.pinned("ok.farm.test") == "127.0.0.2"
+    cache.evict(pin_cutoff=clock.now - 300)
+    assert cache.pinned("ok.farm.test") is None
+    assert len(cache) == 0
