@@ -213,17 +213,19 @@ class HostTable:
         return Outcome(before, state.interval(), failed, soft, became_dead)
 
     def evict(self, cutoff: float) -> int:
-        """Drop hosts untouched since ``cutoff`` whose state is back at rest.
+        """Drop hosts untouched since ``cutoff`` that no rule still binds.
 
-        A host still backed off, dead, with a crawl-delay, or under a
-        Retry-After window keeps its entry: forgetting it would make the
-        plugin less polite. Returns the number evicted.
+        Dead hosts, hosts with a crawl-delay (robots.txt is not fetched
+        again), and hosts under a Retry-After window or parked keep their
+        entry: forgetting them would make the plugin less polite. A host
+        merely backed off is forgotten once idle that long: the server had
+        the idle time to recover, and keeping every host that ever saw a 503
+        would grow without bound. Returns the number evicted.
         """
         stale = [
             key for key, s in self._hosts.items()
             if s.touched <= cutoff and not s.dead and s.crawl_delay == 0
-            and s.adaptive <= s.config.default and s.not_before <= cutoff
-            and s.parked_until <= cutoff
+            and s.not_before <= cutoff and s.parked_until <= cutoff
             and s.last_start + s.interval() <= cutoff
         ]
         for key in stale:
