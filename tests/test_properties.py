@@ -72,7 +72,7 @@ def test_clamped_interval_stays_in_band(config: Config, crawl_delay: float,
 @settings(max_examples=300, deadline=None)
 @given(config=configs, margin=st.sampled_from([0.0, 0.01]), cap=st.sampled_from([0, 1, 2]),
        script=events)
-def test_gate_invariants_under_any_interleaving(config: Config, margin: float, cap: int,  # noqa: PLR0915
+def test_gate_invariants_under_any_interleaving(config: Config, margin: float, cap: int,
                                                 script: list[tuple[str, str, Any]]) -> None:
     hosts = HostTable(config, dead_after=3)
     ips = IPTable(config.ip_floor)
