@@ -9,10 +9,14 @@ __all__ = ["host_key", "ip_literal"]
 
 
 def host_key(hostname: str) -> str:
-    """Lower case, no trailing dot, IDN as punycode: one spelling per host."""
+    """Lower case, no trailing dot, IDN as punycode, canonical IP literals:
+    one spelling per host."""
     key = hostname.strip().rstrip(".").lower()
     if key.startswith("[") and key.endswith("]"):
         key = key[1:-1]
+    literal = ip_literal(key) if ":" in key or key[-1:].isdigit() else None
+    if literal is not None:  # one spelling per address: [0:0::1] and [::1] alike
+        return literal
     if not key.isascii():
         with contextlib.suppress(UnicodeError):
             key = key.encode("idna").decode("ascii")
