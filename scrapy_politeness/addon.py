@@ -18,6 +18,7 @@ logger = logging.getLogger(__name__)
 
 _MW_PATH = "scrapy_politeness.PolitenessMiddleware"
 _MW_PATHS = {_MW_PATH, "scrapy_politeness.middleware.PolitenessMiddleware"}
+_PQ_PATH = "scrapy_politeness.pqueue.PolitenessAwarePriorityQueue"
 
 
 def _force(settings: BaseSettings, name: str, value: object) -> None:
@@ -33,6 +34,8 @@ class Addon:
     AutoThrottle ignores 429/503 and Retry-After), so they are switched off,
     with a warning when the user had set them. The middleware is added at
     :attr:`PolitenessMiddleware.DOWNLOAD_PRIORITY` unless already listed.
+    The scheduler queue that sees the requests waiting in the gate becomes
+    ``SCHEDULER_PRIORITY_QUEUE`` unless the user chose one (addon priority).
     """
 
     def update_settings(self, settings: BaseSettings) -> None:
@@ -50,3 +53,4 @@ class Addon:
                            settings.getfloat("DOWNLOAD_DELAY"))
         _force(settings, "DOWNLOAD_DELAY", 0)
         _force(settings, "DOWNLOAD_DELAY_JITTER", 0)
+        settings.set("SCHEDULER_PRIORITY_QUEUE", _PQ_PATH, priority="addon")

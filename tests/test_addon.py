@@ -11,6 +11,8 @@ from scrapy.utils.test import get_crawler
 from scrapy_politeness import Addon, PolitenessMiddleware
 
 MW = "scrapy_politeness.PolitenessMiddleware"
+PQ = "scrapy_politeness.pqueue.PolitenessAwarePriorityQueue"
+DAPQ = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 ADDONS = {"ADDONS": {Addon: 300}}
 
 
@@ -23,6 +25,7 @@ def _effective(crawler: Any) -> dict[str, Any]:
         "AUTOTHROTTLE_ENABLED": s.getbool("AUTOTHROTTLE_ENABLED"),
         "DOWNLOAD_DELAY": s.getfloat("DOWNLOAD_DELAY"),
         "DOWNLOAD_DELAY_JITTER": s.getfloat("DOWNLOAD_DELAY_JITTER"),
+        "SCHEDULER_PRIORITY_QUEUE": s["SCHEDULER_PRIORITY_QUEUE"],
     }
 
 
@@ -31,16 +34,23 @@ def _effective(crawler: Any) -> dict[str, Any]:
     [
         # before (the user's settings.py)          after (what the crawl runs with)
         ({}, {"middleware": {MW: 950}, "AUTOTHROTTLE_ENABLED": False,
-              "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0.0}),
+              "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0.0,
+              "SCHEDULER_PRIORITY_QUEUE": PQ}),
         ({"AUTOTHROTTLE_ENABLED": True, "DOWNLOAD_DELAY": 2.0},
          {"middleware": {MW: 950}, "AUTOTHROTTLE_ENABLED": False,
-          "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0.0}),
+          "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0.0, "SCHEDULER_PRIORITY_QUEUE": PQ}),
         ({"DOWNLOADER_MIDDLEWARES": {MW: 990}},
          {"middleware": {MW: 990}, "AUTOTHROTTLE_ENABLED": False,
-          "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0.0}),
+          "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0.0, "SCHEDULER_PRIORITY_QUEUE": PQ}),
         ({"DOWNLOADER_MIDDLEWARES": {PolitenessMiddleware: 960}},
          {"middleware": {f"{MW.rsplit('.', 1)[0]}.middleware.PolitenessMiddleware": 960},
-          "AUTOTHROTTLE_ENABLED": False, "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0.0}),
+          "AUTOTHROTTLE_ENABLED": False, "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0.0,
+          "SCHEDULER_PRIORITY_QUEUE": PQ}),
+        # the user's own scheduler queue is kept (it is set at addon priority only)
+        ({"SCHEDULER_PRIORITY_QUEUE": DAPQ},
+         {"middleware": {MW: 950}, "AUTOTHROTTLE_ENABLED": False,
+          "DOWNLOAD_DELAY": 0.0, "DOWNLOAD_DELAY_JITTER": 0.0,
+          "SCHEDULER_PRIORITY_QUEUE": DAPQ}),
     ],
 )
 def test_addon_settings_before_and_after(user: dict[str, Any], expected: dict[str, Any]) -> None:
@@ -52,7 +62,7 @@ def test_addon_matches_the_hand_written_configuration() -> None:
     by_addon = get_crawler(settings_dict=ADDONS)
     by_hand = get_crawler(settings_dict={
         "DOWNLOADER_MIDDLEWARES": {MW: 950}, "AUTOTHROTTLE_ENABLED": False,
-        "DOWNLOAD_DELAY": 0, "DOWNLOAD_DELAY_JITTER": 0,
+        "DOWNLOAD_DELAY": 0, "DOWNLOAD_DELAY_JITTER": 0, "SCHEDULER_PRIORITY_QUEUE": PQ,
     })
     assert _effective(by_addon) == _effective(by_hand)
 

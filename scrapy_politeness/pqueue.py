@@ -1,0 +1,473 @@
+"""A scheduler priority queue that sees the politeness gate.
+
+A request waiting in the gate holds one of Scrapy's ``CONCURRENT_REQUESTS``.
+Scrapy's ``DownloaderAwarePriorityQueue`` balances by requests already inside
+downloader slots, so it cannot see requests parked in a middleware: when one
+big host's URLs come first, its waiting requests take every slot and the crawl
+runs at that host's pace while other hosts idle (head-of-line blocking).
+
+:class:`PolitenessAwarePriorityQueue` hands out next the request whose host and
+IP buckets become eligible soonest, counting the requests it already handed
+out that the downloader has not seen yet. Within one host key, Scrapy's
+priorities and the FIFO/LIFO order of the downstream queue are kept (one
+:class:`~scrapy.pqueues.ScrapyPriorityQueue` per key); hosts are chosen with a
+lazily re-evaluated heap, a bounded number of gate look-ups per ``pop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+import weakref
+from contextlib import suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.pqueues import ScrapyPriorityQueue, _path_safe
+from scrapy.utils.httpobj import urlparse_cached
+
+from .middleware import get_middleware
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from scrapy.crawler import Crawler
+    from scrapy.pqueues import QueueProtocol
+    from typing_extensions import Self
+
+    from .middleware import Hint, PolitenessMiddleware
+
+__all__ = ["PolitenessAwarePriorityQueue", "clock"]
+
+_NETWORK_KEY = ""  # the bucket of requests the gate ignores (data:, file:, no host)
+_MAX_REEVAL = 16  # gate look-ups per pop before taking the heap's top as is
+_SWEEP_EVERY = 0.25  # seconds between checks for handed-out requests that vanished
+_MAX_AGE = 600.0  # without an engine to ask, forget a handed-out request after this
+_KEY_CACHE = 65536
+
+
+def clock() -> float:
+    """Now on the event loop's clock, the one the gate's instants are on.
+
+    The queue reads time only through this module attribute, so tests can
+    replace it.
+    """
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
+class _Handed:
+    """Requests handed out by the queues of one crawler, not yet seen by the downloader.
+
+    The gate spends a host's bucket only when it releases a request, so the
+    requests waiting in front of it are invisible in its state; these counts
+    add them back. They are shared by the memory and the disk queue of a
+    scheduler. Every way a request can leave clears it: reaching the
+    downloader, leaving it, a response (a cache hit never reaches it), being
+    dropped; anything else (an ``IgnoreRequest`` from a middleware fires no
+    signal) is swept once the downloader no longer holds the request.
+    """
+
+    __slots__ = ("__weakref__", "_crawler", "_last_sweep", "by_ip", "by_key", "ip_since",
+                 "key_since", "queues", "requests")
+
+    def __init__(self, crawler: Crawler) -> None:
+        self._crawler = weakref.ref(crawler)  # a strong one would keep the registry's key alive
+        self.requests: dict[Request, tuple[str, str | None, float]] = {}
+        self.by_key: dict[str, int] = {}
+        self.by_ip: dict[str, int] = {}
+        # when the count last rose from zero: the earliest a pending request starts
+        self.key_since: dict[str, float] = {}
+        self.ip_since: dict[str, float] = {}
+        self.queues: weakref.WeakSet[PolitenessAwarePriorityQueue] = weakref.WeakSet()
+        self._last_sweep = float("-inf")
+        for signal in (signals.request_reached_downloader, signals.request_left_downloader,
+                       signals.request_dropped, signals.response_received):
+            crawler.signals.connect(self._on_gone, signal=signal)
+        crawler.signals.connect(self._on_closed, signal=signals.spider_closed)
+
+    def add(self, request: Request, key: str, ip: str | None, now: float) -> None:
+        if request in self.requests:  # handed out again (rescheduled as is)
+            self.forget(request)
+        self.requests[request] = (key, ip, now)
+        n = self.by_key.get(key, 0)
+        if not n:
+            self.key_since[key] = now
+        self.by_key[key] = n + 1
+        if ip is not None:
+            n = self.by_ip.get(ip, 0)
+            if not n:
+                self.ip_since[ip] = now
+            self.by_ip[ip] = n + 1
+
+    def forget(self, request: Request) -> None:
+        entry = self.requests.pop(request, None)
+        if entry is None:
+            return
+        key, ip, _ = entry
+        n = self.by_key[key] - 1
+        if n:
+            self.by_key[key] = n
+        else:
+            del self.by_key[key], self.key_since[key]
+        if ip is not None:
+            n = self.by_ip[ip] - 1
+            if n:
+                self.by_ip[ip] = n
+            else:
+                del self.by_ip[ip], self.ip_since[ip]
+
+    def _on_gone(self, request: Request, **kwargs: Any) -> None:
+        self.forget(request)
+
+    def _on_closed(self, **kwargs: Any) -> None:
+        for table in (self.requests, self.by_key, self.by_ip, self.key_since, self.ip_since):
+            table.clear()
+
+    def _downloader_active(self) -> set[Request] | None:
+        try:
+            engine = self._crawler().engine  # type: ignore[union-attr]
+        except (AttributeError, RuntimeError):  # collected, or the crawl has not started
+            return None
+        downloader = getattr(engine, "downloader", None)
+        active = getattr(downloader, "active", None)
+        return active if isinstance(active, set) else None
+
+    def sweep(self, now: float, *, force: bool = False) -> None:
+        """Forget requests that left without a signal, so no count leaks.
+
+        The engine puts a request into ``downloader.active`` right after the
+        scheduler hands it out and removes it when the download ends however it
+        ends; one that is no longer there and was never seen by the downloader
+        was dropped on the way (a middleware's ``IgnoreRequest``). O(handed
+        out), which ``CONCURRENT_REQUESTS`` bounds, at most every 0.25 s
+        unless forced.
+        """
+        if not force and now - self._last_sweep < _SWEEP_EVERY:
+            return
+        self._last_sweep = now
+        active = self._downloader_active()
+        if active is not None:
+            gone = [r for r in self.requests if r not in active]
+        else:
+            cutoff = now - _MAX_AGE
+            gone = [r for r, entry in self.requests.items() if entry[2] < cutoff]
+        for request in gone:
+            self.forget(request)
+
+    def undelivered(self) -> list[Request]:
+        """Handed-out requests that neither reached the downloader nor are in it.
+
+        Empty without an engine to ask: nothing tells a lost request from one
+        a caller still holds.
+        """
+        active = self._downloader_active()
+        return [] if active is None else [r for r in self.requests if r not in active]
+
+
+_HANDED: weakref.WeakKeyDictionary[Crawler, _Handed] = weakref.WeakKeyDictionary()
+
+
+def _handed_for(crawler: Crawler) -> _Handed:
+    handed = _HANDED.get(crawler)
+    if handed is None:
+        handed = _HANDED[crawler] = _Handed(crawler)
+    return handed
+
+
+def _probe(request: Request) -> Request | None:
+    """A small stand-in request for asking the gate about ``request``'s host.
+
+    Holding the real request would keep a disk-queued request in memory per host.
+    """
+    parsed = urlparse_cached(request)
+    try:
+        return Request(f"{parsed.scheme}://{parsed.netloc}/")
+    except ValueError:
+        return None
+
+
+class _Host:
+    __slots__ = ("hostname", "probe", "queue")
+
+    def __init__(self, queue: ScrapyPriorityQueue) -> None:
+        self.queue = queue
+        self.probe: Request | None = None
+        self.hostname: str | None = None
+
+
+class PolitenessAwarePriorityQueue:
+    """Hands out the request whose host and IP become eligible soonest.
+
+    Use as ``SCHEDULER_PRIORITY_QUEUE`` (the add-on sets it). The estimate for
+    a host key with ``p`` requests handed out and not yet released by the gate
+    is ``max(host_ready + p * interval, ip_ready + q * ip_interval, now)``
+    (``q``: handed out on its IP; the ready instants taken no earlier than
+    the first of those was handed out); a host whose IP is not
+    cached yet counts only its host term, so its first request goes out at
+    once. ``pop`` never stalls: when nothing is eligible it hands out the
+    soonest request anyway, and the gate makes it wait.
+
+    The heap holds one ``(estimate, seq, key)`` per non-empty host. Estimates
+    only grow in the common case (buckets move forward, counts rise), so a
+    stored one is a lower bound: ``pop`` re-evaluates the top until it stays
+    the smallest (at most ``_MAX_REEVAL`` look-ups), O(log n) for any number
+    of hosts. Without the middleware (plugin disabled) hosts take turns.
+
+    Under ``JOBDIR`` each host key has its disk queues in a directory named by
+    ``scrapy.pqueues._path_safe``; ``close()`` returns ``{key: priorities}``
+    and the constructor's ``startprios`` restores it, as for
+    ``DownloaderAwarePriorityQueue``.
+    """
+
+    @classmethod
+    def from_crawler(
+        cls,
+        crawler: Crawler,
+        downstream_queue_cls: type[QueueProtocol],
+        key: str,
+        startprios: dict[str, Iterable[int]] | None = None,
+        *,
+        start_queue_cls: type[QueueProtocol] | None = None,
+    ) -> Self:
+        return cls(crawler, downstream_queue_cls, key, startprios,
+                   start_queue_cls=start_queue_cls)
+
+    def __init__(
+        self,
+        crawler: Crawler,
+        downstream_queue_cls: type[QueueProtocol],
+        key: str,
+        startprios: dict[str, Iterable[int]] | None = None,
+        *,
+        start_queue_cls: type[QueueProtocol] | None = None,
+    ) -> None:
+        if startprios and not isinstance(startprios, dict):
+            raise ValueError(
+                f"{type(self).__name__} expects its saved state as a dict of host key -> "
+                f"priorities, got {type(startprios).__name__}: the JOBDIR was written by "
+                "another SCHEDULER_PRIORITY_QUEUE; resume it with the same queue class")
+        self.crawler = crawler
+        self.downstream_queue_cls = downstream_queue_cls
+        self._start_queue_cls = start_queue_cls
+        self.key = key
+        self._mw: PolitenessMiddleware | None = get_middleware(crawler)
+        self._handed = _handed_for(crawler)
+        self._handed.queues.add(self)
+        self._hosts: dict[str, _Host] = {}
+        self._heap: list[tuple[float, int, str]] = []
+        self._seq = itertools.count()
+        self._tick = 0.0  # the round-robin clock when there is no middleware
+        self._keys: dict[str, str] = {}  # hostname -> host key
+        self._len = 0
+        if startprios:
+            now = clock() if self._mw is not None else self._tick
+            for host_key, prios in startprios.items():
+                queue = self._pqfactory(host_key, prios)
+                if not queue:
+                    queue.close()
+                    continue
+                self._hosts[host_key] = _Host(queue)
+                self._heap.append((now, next(self._seq), host_key))
+                self._len += len(queue)
+
+    def _pqfactory(self, host_key: str, startprios: Iterable[int] = ()) -> ScrapyPriorityQueue:
+        return ScrapyPriorityQueue(
+            self.crawler, self.downstream_queue_cls, self.key + "/" + _path_safe(host_key),
+            startprios, start_queue_cls=self._start_queue_cls)
+
+    # -- estimates ---------------------------------------------------------
+
+    def _from_hint(self, hint: Hint, now: float) -> float:
+        """When one more request of this host would start.
+
+        With ``p`` handed out and not yet released, the next starts ``p``
+        spacings after the bucket is ready, and not before the first of them
+        was handed out. Counting from that instant, not from now, keeps the
+        estimate still while they wait, so the heap need not re-sort as time
+        passes.
+        """
+        handed = self._handed
+        key = hint.key
+        pending = handed.by_key.get(key)
+        at = hint.host_ready
+        if pending:
+            since = handed.key_since[key]
+            at = (at if at > since else since) + pending * hint.interval
+        if at < now:
+            at = now
+        ip = hint.ip
+        if ip is not None:
+            pending = handed.by_ip.get(ip)
+            ip_at = hint.ip_ready
+            if pending:
+                since = handed.ip_since[ip]
+                ip_at = (ip_at if ip_at > since else since) + pending * hint.ip_interval
+            if ip_at > at:
+                at = ip_at
+        return at
+
+    def _estimate(self, host: _Host, now: float) -> float:
+        if host.probe is None or self._mw is None:
+            return now  # restored from disk and not popped yet, or ignored by the gate
+        hint = self._mw.hint(host.probe)
+        return now if hint is None else self._from_hint(hint, now)
+
+    def _settle(self, now: float) -> None:
+        """Re-evaluate the heap's top until it is the soonest (bounded)."""
+        heap = self._heap
+        hosts = self._hosts
+        for _ in range(_MAX_REEVAL):
+            n = len(heap)
+            if n < 2:
+                return
+            _, _, key = heap[0]
+            fresh = self._estimate(hosts[key], now)
+            bound = heap[1][0]
+            if n > 2 and heap[2][0] < bound:
+                bound = heap[2][0]
+            if fresh <= (bound if bound > now else now):
+                return
+            heapq.heapreplace(heap, (fresh, next(self._seq), key))
+
+    def _host_key(self, request: Request) -> str:
+        parsed = urlparse_cached(request)
+        hostname = parsed.hostname
+        mw = self._mw
+        if mw is None:
+            return hostname or _NETWORK_KEY
+        if not hostname or parsed.scheme not in ("http", "https"):
+            return _NETWORK_KEY
+        key = self._keys.get(hostname)
+        if key is None:
+            hint = mw.hint(request)
+            key = _NETWORK_KEY if hint is None else hint.key
+            if len(self._keys) >= _KEY_CACHE:
+                self._keys.clear()
+            self._keys[hostname] = key
+        return key
+
+    # -- the queue protocol ------------------------------------------------
+
+    def push(self, request: Request) -> None:
+        key = self._host_key(request)
+        host = self._hosts.get(key)
+        if host is not None:
+            host.queue.push(request)  # may raise (unserializable): nothing changed
+            self._len += 1
+            return
+        host = _Host(self._pqfactory(key))
+        try:
+            host.queue.push(request)
+        except BaseException:
+            host.queue.close()
+            raise
+        self._hosts[key] = host
+        self._len += 1
+        if self._mw is None:
+            est = self._tick
+        elif key == _NETWORK_KEY:
+            est = clock()
+        else:
+            host.probe = _probe(request)
+            host.hostname = urlparse_cached(request).hostname
+            est = self._estimate(host, clock())
+        heapq.heappush(self._heap, (est, next(self._seq), key))
+
+    def pop(self) -> Request | None:
+        heap = self._heap
+        handed = self._handed
+        mw = self._mw
+        now = clock()
+        if handed.requests:
+            # Once the scheduler is empty, the engine asks after every download
+            # that ends: sweeping then too means that, when the crawl finishes,
+            # only requests dropped while closing are left for close() to rescue.
+            handed.sweep(now, force=not heap and not any(handed.queues))
+        while heap:
+            if mw is not None:
+                self._settle(now)
+            key = heap[0][2]
+            host = self._hosts[key]
+            request = host.queue.pop()
+            if request is None:  # a queue that claimed more than it had
+                self._len -= len(host.queue)
+                heapq.heappop(heap)
+                self._remove(key)
+                continue
+            self._len -= 1
+            if mw is None:
+                self._tick += 1
+                est = self._tick
+            else:
+                hint = mw.hint(request) if key != _NETWORK_KEY else None
+                if hint is None:
+                    est = now
+                else:
+                    handed.add(request, hint.key, hint.ip, now)
+                    hostname = urlparse_cached(request).hostname
+                    if hostname != host.hostname:
+                        host.hostname = hostname
+                        host.probe = _probe(request)
+                    est = self._from_hint(hint, now)
+            if host.queue:
+                heapq.heapreplace(heap, (est, next(self._seq), key))
+            else:
+                heapq.heappop(heap)
+                self._remove(key)
+            return request
+        return None
+
+    def peek(self) -> Request | None:
+        """The request ``pop`` would hand out next (needs a downstream ``peek``)."""
+        if not self._heap:
+            return None
+        if self._mw is not None:
+            self._settle(clock())
+        return self._hosts[self._heap[0][2]].queue.peek()
+
+    def _remove(self, key: str) -> None:
+        host = self._hosts.pop(key)
+        host.queue.close()
+        if self.key:
+            # Reclaim the host's directory; rmdir leaves it if files remain.
+            with suppress(OSError):
+                Path(self.key, _path_safe(key)).rmdir()
+
+    def close(self) -> dict[str, list[int]]:
+        """Close every host queue; the state to persist is ``{key: priorities}``.
+
+        A disk queue first takes back the requests handed out that never
+        reached the downloader: the gate drops the requests waiting in it when
+        the spider closes, and without this a paused crawl would lose them.
+        """
+        if self.key:
+            self._rescue()
+        state = {key: prios for key, host in self._hosts.items() if (prios := host.queue.close())}
+        self._hosts.clear()
+        self._heap.clear()
+        self._len = 0
+        return state
+
+    def _rescue(self) -> None:
+        rescued = 0
+        for request in self._handed.undelivered():
+            self._handed.forget(request)
+            try:
+                self.push(request)
+            except ValueError:  # unserializable: it came from the memory queue
+                continue
+            rescued += 1
+        if rescued and self.crawler.stats is not None:
+            self.crawler.stats.inc_value("politeness/scheduler/rescued", rescued)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._hosts

@@ -1,0 +1,357 @@
+"""PolitenessAwarePriorityQueue against a real Crawler and the real middleware.
+
+The gate's view is set by writing the middleware's host/IP tables and DNS
+cache; time is the queue's ``clock`` replaced by a fake one. No sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from scrapy import Request, signals
+from scrapy.pqueues import _path_safe
+from scrapy.squeues import FifoMemoryQueue, PickleFifoDiskQueue, PickleLifoDiskQueue
+from scrapy.utils.test import get_crawler
+
+from scrapy_politeness import pqueue
+from scrapy_politeness.middleware import PolitenessMiddleware
+from scrapy_politeness.pqueue import PolitenessAwarePriorityQueue
+
+INTERVAL = 1.0
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    monkeypatch.setattr(pqueue, "clock", c)
+    return c
+
+
+def _crawler(**settings: Any) -> Any:
+    return get_crawler(settings_dict={
+        "POLITENESS_DEFAULT": INTERVAL, "POLITENESS_FLOOR": INTERVAL,
+        "POLITENESS_IP_FLOOR": INTERVAL, "POLITENESS_SEND_MARGIN": 0.0,
+        "POLITENESS_DNS_HOSTS_FILE": None, **settings})
+
+
+@pytest.fixture
+def mw() -> PolitenessMiddleware:
+    return PolitenessMiddleware.from_crawler(_crawler())
+
+
+def _queue(crawler: Any, cls: Any = FifoMemoryQueue, key: str = "",
+           startprios: Any = None) -> PolitenessAwarePriorityQueue:
+    return PolitenessAwarePriorityQueue(crawler, cls, key, startprios)
+
+
+def ready_at(mw: PolitenessMiddleware, host: str, at: float) -> None:
+    """Make ``host``'s bucket eligible at ``at``."""
+    state = mw.hosts.get(host)
+    state.last_start = at - state.interval()
+
+
+def on_ip(mw: PolitenessMiddleware, host: str, ip: str) -> None:
+    mw.dns._cache[host] = (ip, math.inf)
+
+
+def fake_engine(crawler: Any, active: set[Request] | None) -> None:
+    """An engine whose downloader holds ``active`` (None: no engine, as before a crawl)."""
+    engine = None if active is None else SimpleNamespace(downloader=SimpleNamespace(active=active))
+    setattr(crawler, "engine", engine)  # noqa: B010 (the attribute is typed as always set)
+
+
+def url(host: str, n: int = 0) -> str:
+    return f"http://{host}/{n}"
+
+
+def reached(mw: PolitenessMiddleware, request: Request) -> None:
+    mw.crawler.signals.send_catch_log(signals.request_reached_downloader, request=request,
+                                      spider=None)
+
+
+def pop_hosts(q: PolitenessAwarePriorityQueue, n: int) -> list[str]:
+    out = []
+    for _ in range(n):
+        r = q.pop()
+        assert r is not None
+        out.append(r.url.split("/")[2])
+    return out
+
+
+def test_empty_queue(mw: PolitenessMiddleware, clock: Clock) -> None:
+    q = _queue(mw.crawler)
+    assert q.pop() is None
+    assert len(q) == 0
+    q.push(Request(url("a.test")))
+    assert len(q) == 1
+    assert q.pop() is not None
+    assert q.pop() is None
+    assert len(q) == 0
+
+
+def test_soonest_eligible_host_first(mw: PolitenessMiddleware, clock: Clock) -> None:
+    ready_at(mw, "late.test", clock.now + 5)
+    ready_at(mw, "soon.test", clock.now + 2)
+    ready_at(mw, "past.test", clock.now - 3)  # eligible now, as a new host is
+    q = _queue(mw.crawler)
+    for host in ("late.test", "soon.test", "past.test", "new.test"):
+        q.push(Request(url(host)))
+    assert pop_hosts(q, 4) == ["past.test", "new.test", "soon.test", "late.test"]
+
+
+def test_busy_ip_pushes_its_hosts_back(mw: PolitenessMiddleware, clock: Clock) -> None:
+    on_ip(mw, "vhost.test", "10.0.0.1")
+    mw.ips.spend("10.0.0.1", clock.now + 2, INTERVAL)  # IP eligible at now + 3
+    ready_at(mw, "other.test", clock.now + 1)
+    q = _queue(mw.crawler)
+    q.push(Request(url("vhost.test")))
+    q.push(Request(url("other.test")))
+    assert pop_hosts(q, 2) == ["other.test", "vhost.test"]
+
+
+def test_uncached_ip_counts_as_eligible_now(mw: PolitenessMiddleware, clock: Clock) -> None:
+    """The IP term applies only once DNS has answered: the first request goes out quickly."""
+    mw.ips.spend("10.0.0.1", clock.now + 10, INTERVAL)
+    ready_at(mw, "waiting.test", clock.now + 1)
+    q = _queue(mw.crawler)
+    q.push(Request(url("waiting.test")))
+    q.push(Request(url("unresolved.test")))  # will resolve to 10.0.0.1, not cached yet
+    assert pop_hosts(q, 1) == ["unresolved.test"]
+
+
+def test_pending_handed_out_requests_push_a_host_back(
+        mw: PolitenessMiddleware, clock: Clock) -> None:
+    q = _queue(mw.crawler)
+    for n in range(3):
+        q.push(Request(url("big.test", n)))
+    ready_at(mw, "small.test", clock.now + 0.5)
+    q.push(Request(url("small.test")))
+    # big is eligible now; once one of its requests waits in the gate it is
+    # eligible at now + 1, after small (now + 0.5). A queue blind to handed-out
+    # requests would give big twice in a row.
+    first = q.pop()
+    assert first is not None
+    assert first.url.startswith("http://big.test")
+    assert pop_hosts(q, 1) == ["small.test"]
+    assert q._handed.by_key == {"big.test": 1, "small.test": 1}
+    # The gate releases the first big request: pending drops, the bucket moves.
+    reached(mw, first)
+    mw.hosts.get("big.test").last_start = clock.now
+    assert q._handed.by_key == {"small.test": 1}
+    assert pop_hosts(q, 2) == ["big.test", "big.test"]
+
+
+def test_pending_on_one_ip_spaces_its_vhosts(mw: PolitenessMiddleware, clock: Clock) -> None:
+    for host in ("v1.test", "v2.test"):
+        on_ip(mw, host, "10.0.0.7")
+    ready_at(mw, "solo.test", clock.now + 1.5)
+    q = _queue(mw.crawler)
+    q.push(Request(url("v1.test")))
+    q.push(Request(url("v2.test")))
+    q.push(Request(url("solo.test")))
+    # v1 goes now; v2 shares its IP, so it is eligible at now + 1 (before solo);
+    # then the IP has two requests ahead of a third, solo comes first.
+    assert pop_hosts(q, 3) == ["v1.test", "v2.test", "solo.test"]
+    assert q._handed.by_ip == {"10.0.0.7": 2}
+
+
+def test_priorities_and_fifo_within_a_host(mw: PolitenessMiddleware, clock: Clock) -> None:
+    q = _queue(mw.crawler)
+    for n, prio in enumerate([0, 5, -1, 5, 0]):
+        q.push(Request(url("a.test", n), priority=prio))
+    got = []
+    while (r := q.pop()) is not None:
+        got.append(r.url.rsplit("/", 1)[1])
+    assert got == ["1", "3", "0", "4", "2"]
+
+
+def test_without_middleware_hosts_take_turns(clock: Clock) -> None:
+    crawler = _crawler(POLITENESS_ENABLED=False)
+    q = _queue(crawler)
+    assert q._mw is None
+    for host in ("a.test", "b.test", "c.test"):
+        for n in range(2):
+            q.push(Request(url(host, n)))
+    assert pop_hosts(q, 6) == ["a.test", "b.test", "c.test"] * 2
+
+
+def test_non_network_requests_are_not_held_back(mw: PolitenessMiddleware, clock: Clock) -> None:
+    ready_at(mw, "a.test", clock.now + 5)
+    q = _queue(mw.crawler)
+    q.push(Request(url("a.test")))
+    q.push(Request("data:,hello"))
+    first = q.pop()
+    assert first is not None
+    assert first.url.startswith("data:")
+    assert not q._handed.requests  # the gate ignores it: nothing to count
+
+
+def test_dropped_requests_do_not_leak_counts(mw: PolitenessMiddleware, clock: Clock) -> None:
+    """IgnoreRequest in a middleware fires no signal: the sweep clears it."""
+    q = _queue(mw.crawler)
+    for n in range(4):
+        q.push(Request(url("a.test", n)))
+    handed = [r for _ in range(4) if (r := q.pop()) is not None]
+    assert len(handed) == 4
+    assert q._handed.by_key == {"a.test": 4}
+    # request_dropped / request_left_downloader / response_received also clear.
+    mw.crawler.signals.send_catch_log(signals.request_dropped, request=handed[0], spider=None)
+    mw.crawler.signals.send_catch_log(signals.request_left_downloader, request=handed[1],
+                                      spider=None)
+    assert q._handed.by_key == {"a.test": 2}
+    # With an engine, requests the downloader no longer holds are forgotten.
+    active = {handed[2]}
+    fake_engine(mw.crawler, active)
+    try:
+        q.push(Request(url("b.test")))
+        clock.now += 1
+        b = q.pop()
+        assert b is not None
+        active.add(b)  # as the engine does right after the scheduler hands it out
+        assert q._handed.by_key == {"a.test": 1, "b.test": 1}
+        # Once every queue is empty the engine asks after each download that ends:
+        # each ask sweeps, so a finished crawl leaves nothing for close() to rescue.
+        assert q.pop() is None
+        assert q._handed.by_key == {"a.test": 1, "b.test": 1}  # still in the downloader
+        fake_engine(mw.crawler, set())
+        assert q.pop() is None
+        assert q._handed.by_key == {}
+    finally:
+        fake_engine(mw.crawler, None)
+    # Without one (unit tests, a custom scheduler), old entries age out.
+    q.push(Request(url("c.test")))
+    clock.now += pqueue._MAX_AGE + 1
+    q.pop()
+    assert q._handed.by_key == {"c.test": 1}
+
+
+def test_random_push_pop_loses_and_duplicates_nothing(
+        mw: PolitenessMiddleware, clock: Clock) -> None:
+    for seed in range(5):
+        rng = random.Random(seed)
+        q = _queue(mw.crawler)
+        hosts = [f"h{i}.test" for i in range(rng.randint(1, 40))]
+        for i, host in enumerate(hosts[: len(hosts) // 2]):
+            on_ip(mw, host, f"10.1.0.{i % 4}")
+        pushed: Counter[str] = Counter()
+        popped: Counter[str] = Counter()
+        outstanding: list[Request] = []
+        r: Request | None
+        serial = 0
+        for _ in range(2000):
+            op = rng.random()
+            if op < 0.5:
+                r = Request(url(rng.choice(hosts), serial), priority=rng.randint(-2, 2))
+                serial += 1
+                q.push(r)
+                pushed[r.url] += 1
+            elif op < 0.9:
+                r = q.pop()
+                if r is None:
+                    assert len(q) == 0
+                else:
+                    popped[r.url] += 1
+                    outstanding.append(r)
+            elif outstanding:
+                r = outstanding.pop(rng.randrange(len(outstanding)))
+                reached(mw, r)
+                mw.hosts.get(r.url.split("/")[2]).last_start = clock.now
+            clock.now += rng.random() * 0.3
+            assert len(q) == sum(pushed.values()) - sum(popped.values())
+        while (r := q.pop()) is not None:
+            popped[r.url] += 1
+        assert popped == pushed
+        assert max(popped.values()) == 1
+        assert len(q) == 0
+
+
+def test_many_hosts_cost_few_gate_lookups_per_pop(
+        mw: PolitenessMiddleware, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No scan over hosts: gate look-ups per pop stay bounded with 5 000 hosts."""
+    q = _queue(mw.crawler)
+    n = 5_000
+    for i in range(n):
+        q.push(Request(url(f"h{i}.test")))
+        q.push(Request(url(f"h{i}.test", 1)))
+    calls = 0
+    real_hint = mw.hint
+
+    def counting_hint(request: Request) -> Any:
+        nonlocal calls
+        calls += 1
+        return real_hint(request)
+
+    monkeypatch.setattr(mw, "hint", counting_hint)
+    for _ in range(2 * n):
+        assert q.pop() is not None
+        clock.now += 0.001
+    assert q.pop() is None
+    print(f"gate look-ups per pop: {calls / (2 * n):.2f}")
+    assert calls <= 2 * n * 3, calls / (2 * n)
+
+
+def test_jobdir_round_trip(mw: PolitenessMiddleware, clock: Clock, tmp_path: Path) -> None:
+    key = str(tmp_path / "requests.queue")
+    q = _queue(mw.crawler, PickleLifoDiskQueue, key)
+    urls = set()
+    for i in range(60):
+        u = url(f"h{i % 7}.test:80{i % 2}" if i % 5 else "we!rd_host.test", i)
+        urls.add(u)
+        q.push(Request(u, priority=i % 3))
+    assert len(q) == 60
+    state = json.loads(json.dumps(q.close()))  # as the scheduler writes active.json
+    assert set(state) == {f"h{i}.test" for i in range(7)} | {"we!rd_host.test"}
+    for host_key in state:
+        assert (tmp_path / "requests.queue" / _path_safe(host_key)).is_dir()
+    again = _queue(mw.crawler, PickleLifoDiskQueue, key, state)
+    assert len(again) == 60
+    got = []
+    while (popped := again.pop()) is not None:
+        got.append(popped.url)
+    assert sorted(got) == sorted(urls)
+    assert again.close() == {}
+    assert not any((tmp_path / "requests.queue").iterdir())  # host directories reclaimed
+
+
+def test_close_takes_back_requests_the_gate_dropped(
+        mw: PolitenessMiddleware, clock: Clock, tmp_path: Path) -> None:
+    """Requests handed out that never reached the downloader go back to disk on close."""
+    key = str(tmp_path / "q")
+    q = _queue(mw.crawler, PickleFifoDiskQueue, key)
+    for n in range(5):
+        q.push(Request(url("a.test", n)))
+    first, second = q.pop(), q.pop()
+    assert first is not None
+    assert second is not None
+    reached(mw, first)  # downloaded: must not come back
+    fake_engine(mw.crawler, set())
+    try:
+        state = q.close()
+    finally:
+        fake_engine(mw.crawler, None)
+    again = _queue(mw.crawler, PickleFifoDiskQueue, key, state)
+    got = set()
+    while (r := again.pop()) is not None:
+        got.add(r.url)
+    assert got == {url("a.test", n) for n in range(1, 5)}
+    assert mw.crawler.stats.get_value("politeness/scheduler/rescued") == 1
+
+
+def test_state_of_another_queue_class_is_refused(mw: PolitenessMiddleware) -> None:
+    with pytest.raises(ValueError, match="another SCHEDULER_PRIORITY_QUEUE"):
+        _queue(mw.crawler, PickleLifoDiskQueue, "/nonexistent", [0, 1])
