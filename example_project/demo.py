@@ -10,6 +10,11 @@ subprocess, then compares what the crawler reported (the stats JSON written by
 ``farmcrawl.extensions.StatsToJson``) with what the SERVER measured: request
 counts and the smallest start-to-start gap per host and per IP.
 
+The crawl also writes a decision trace (``POLITENESS_TRACE``) to
+``.demo/trace.jsonl`` in the repository, and the demo draws it to
+``.demo/timeline.png`` (interval per host over time, fetch starts, 429/5xx,
+per-IP load; needs matplotlib, the ``plot`` extra). See docs/observability.md.
+
 Exit status: 0 on success, 1 when the crawl failed, 2 when a gap was below
 the interval the plugin was asked to keep.
 """
@@ -32,6 +37,9 @@ PROJECT = Path(__file__).resolve().parent
 TOLERANCE = 0.015  # seconds: timer and loopback jitter allowed below an interval
 LOG_TAIL = 15
 CRAWL_TIMEOUT = 180.0
+DEMO_DIR = PROJECT.parent / ".demo"
+TRACE_PATH = DEMO_DIR / "trace.jsonl"
+TIMELINE_PATH = DEMO_DIR / "timeline.png"
 
 sys.path.insert(0, str(PROJECT))
 from farmcrawl import settings as project_settings  # noqa: E402
@@ -61,7 +69,8 @@ def run_crawl(farm: Farm, hosts: list[str], stats_path: Path) -> tuple[int, str,
     )
     # LOG_LEVEL / STATS_DUMP only shape the log: the stats go to the JSON file.
     cmd = [sys.executable, "-m", "scrapy", "crawl", "farm",
-           "-s", "LOG_LEVEL=INFO", "-s", "STATS_DUMP=False"]
+           "-s", "LOG_LEVEL=INFO", "-s", "STATS_DUMP=False",
+           "-s", f"POLITENESS_TRACE={TRACE_PATH}"]
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=PROJECT, env=env, capture_output=True, text=True,
                           timeout=CRAWL_TIMEOUT, check=False)
@@ -89,6 +98,19 @@ def gap_after_429(arrivals: list[Arrival], host: str) -> float | None:
     mine = sorted((a for a in arrivals if a.host == host), key=lambda a: a.t)
     gaps = [b.t - a.t for a, b in pairwise(mine) if a.status == 429]
     return min(gaps) if gaps else None
+
+
+def draw_timeline(trace: Path, out: Path) -> str:
+    """Draw the crawl's trace; a line saying what was written (or why not)."""
+    if not trace.exists():
+        return f"no trace at {trace}: no timeline drawn"
+    try:
+        from scrapy_politeness.plot import read_trace, render, series
+        path = render(series(read_trace(trace), top=8), out, width=1200, height=800, dpi=100)
+    except ImportError:
+        return ("timeline not drawn: matplotlib is missing "
+                "(pip install 'scrapy-politeness[plot]')")
+    return f"Timeline of the decisions (trace {trace}): {path}"
 
 
 def main() -> int:
@@ -166,6 +188,7 @@ def main() -> int:
     print("\n-- politeness/* stats --")
     for i in range(0, len(cells), 3):
         print("  " + "".join(c.ljust(width) for c in cells[i:i + 3]).rstrip())
+    print("\n" + draw_timeline(TRACE_PATH, TIMELINE_PATH))
     return 2 if bad else 0
 
 

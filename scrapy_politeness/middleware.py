@@ -14,6 +14,7 @@ import asyncio
 import ipaddress
 import logging
 import math
+import os
 import time
 import weakref
 from dataclasses import dataclass
@@ -25,10 +26,13 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
+from . import persistence
 from .backends import SharedBackend, SharedHost, make_backend
 from .dns import DnsCache
+from .logstats import PeriodWaits, snapshot
 from .policy import Gate, HostTable, IPTable, Release, Signal, host_key, retry_after_of
 from .settings import PolitenessSettings
+from .trace import TraceWriter
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -77,6 +81,7 @@ class Hint:
 class _Dispatch:
     key: str
     at: float
+    ip: str | None = None
 
 
 class PolitenessMiddleware:
@@ -124,6 +129,13 @@ class PolitenessMiddleware:
         s = crawler.settings
         self._robots_ua: str | None = s.get("ROBOTSTXT_USER_AGENT") or None
         self._default_ua: str = s.get("USER_AGENT") or ""
+        # Observability (docs/observability.md): the trace is None when off, and
+        # that one test is all the hot path pays for it.
+        self._trace: TraceWriter | None = None
+        self._start = 0.0  # the crawl start on the loop's clock (trace times)
+        self._waits = PeriodWaits()
+        self._waiters: dict[asyncio.Future[Any], float] = {}  # oldest first
+        self._next_log = math.inf
         _BY_CRAWLER[crawler] = self
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
@@ -219,7 +231,11 @@ class PolitenessMiddleware:
         if fut.done():
             release = fut.result()
         else:
-            release = await fut
+            self._waiters[fut] = submitted
+            try:
+                release = await fut
+            finally:
+                del self._waiters[fut]
             self._respend(release, loop.time())
         state = self.hosts.get(key)
         if self.backend is not None:
@@ -233,10 +249,14 @@ class PolitenessMiddleware:
             self.stats.inc_value(_STATS + "waits")
             self.stats.inc_value(_STATS + "wait_seconds", waited)  # type: ignore[arg-type]
         self.stats.inc_value(_STATS + "dispatched")
-        self._dispatched[request] = _Dispatch(key, release.at)
+        self._waits.add(waited)
+        self._dispatched[request] = _Dispatch(key, release.at, ip)  # type: ignore[arg-type]
         request.meta["politeness"] = {
             "ip": ip, "key": key, "waited": waited, "interval": release.interval,
         }
+        if self._trace is not None:
+            self._trace.dispatch(loop.time(), key, ip=ip, url=request.url,  # type: ignore[arg-type]
+                                 waited=waited, interval=release.interval)
 
     async def _reserve_shared(self, release: Release[Any], state: Any,
                               loop: asyncio.AbstractEventLoop) -> Release[Any]:
@@ -342,7 +362,8 @@ class PolitenessMiddleware:
         if raw:
             retry_after = retry_after_of(raw, time.time())
         latency = request.meta.get("download_latency") or 0.0
-        self._feedback(dispatch.key, response.status, retry_after, float(latency))
+        self._feedback(dispatch.key, response.status, retry_after, float(latency),
+                       ip=dispatch.ip)
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
@@ -352,10 +373,10 @@ class PolitenessMiddleware:
         if isinstance(exception, IgnoreRequest):
             self.gate.done(dispatch.key)
             return
-        self._feedback(dispatch.key, 0, None, 0.0)
+        self._feedback(dispatch.key, 0, None, 0.0, ip=dispatch.ip)
 
     def _feedback(self, key: str, status: int, retry_after: float | None,
-                  latency: float) -> None:
+                  latency: float, *, ip: str | None = None) -> None:
         assert self._loop is not None
         now = self._loop.time()
         self.gate.done(key)
@@ -383,11 +404,17 @@ class PolitenessMiddleware:
             if state.backoffs is None:
                 state.backoffs = {}
             state.backoffs[cause] = state.backoffs.get(cause, 0) + 1
+        if self._trace is not None:
+            self._trace.feedback(now, key, ip=ip, status=status, retry_after=retry_after,
+                                 latency=latency, before=outcome.before, after=outcome.after,
+                                 cause=cause)
         if outcome.became_dead:
             self.stats.inc_value(_STATS + "dead_hosts")
             reason = (f"politeness: host {key} is dead (interval at the ceiling "
                       f"{state.config.ceiling:g}s for {self.hosts.dead_after} fetches)")
             self._drop_reason[key] = reason
+            if self._trace is not None:
+                self._trace.dead(now, key, outcome.after, reason)
             logger.warning("Host %s declared dead: its interval stayed at the ceiling "
                            "(%ss) for %s consecutive fetches; dropping its requests",
                            key, state.config.ceiling, self.hosts.dead_after)
@@ -432,6 +459,8 @@ class PolitenessMiddleware:
                 self.stats.inc_value(_STATS + "parked_hosts")
             state.parked_until = until
             self._drop_reason[key] = reason
+            if self._trace is not None and self._loop is not None:
+                self._trace.parked(self._loop.time(), key, until, reason)
         self._drop_waiting(key, reason, "dropped/parked")
 
     # -- robots.txt --------------------------------------------------------
@@ -446,6 +475,10 @@ class PolitenessMiddleware:
             return
         key = self._key(hostname)
         limit = self.settings.max_crawl_delay
+        if self._trace is not None and self._loop is not None:
+            over = self.settings.crawl_delay_over_max if limit is not None and delay > limit \
+                else None
+            self._trace.crawl_delay(self._loop.time(), key, delay, over)
         if limit is not None and delay > limit:
             policy = self.settings.crawl_delay_over_max
             if policy == "skip":
@@ -482,6 +515,7 @@ class PolitenessMiddleware:
                 raise CloseSpider("politeness_backend_unreachable") from exc
         if self.settings.dns_pin:
             self._install_resolver()
+        self._open_observability(spider)
         self._watch = self._loop.call_later(_WATCH_EVERY, self._on_watch)
 
     def _on_watch(self) -> None:
@@ -491,6 +525,11 @@ class PolitenessMiddleware:
             self._close_gate("politeness: spider closing")
             return
         now = self._loop.time()
+        if self._trace is not None:
+            self._trace.tick(now)
+        if now >= self._next_log:
+            self._next_log = now + self.settings.log_interval
+            self._log_stats(now)
         if now - self._last_evict >= min(30.0, self.settings.idle_ttl / 4):
             self._last_evict = now
             cutoff = now - self.settings.idle_ttl
@@ -531,7 +570,9 @@ class PolitenessMiddleware:
             await self.backend.close()
         self._restore_resolver()
         self._sync_dns_stats()
+        self._save_state(spider)
         self._report()
+        self._close_trace()
 
     def host_report(self, top: int | None = None) -> list[dict[str, Any]]:
         """Per-host facts, the hosts that cost the most waiting first."""
@@ -556,6 +597,80 @@ class PolitenessMiddleware:
                 for r in rows
             )
             logger.info("Politeness report (hosts that waited most):\n%s", lines)
+
+    # -- observability and persistence (docs/observability.md) -----------------
+
+    def _open_observability(self, spider: Spider) -> None:
+        assert self._loop is not None
+        now = self._start = self._loop.time()
+        if self.settings.log_interval > 0:
+            self._next_log = now + self.settings.log_interval
+        if self.settings.trace is not None:
+            c = self.settings.config
+            try:
+                self._trace = TraceWriter(
+                    self.settings.trace, start=now, max_buffer=self.settings.trace_buffer,
+                    header={"spider": spider.name, "default": c.default, "floor": c.floor,
+                            "ceiling": c.ceiling, "ip_floor": c.ip_floor})
+            except OSError as exc:
+                logger.error("politeness: cannot open POLITENESS_TRACE=%r: %s; no trace",
+                             self.settings.trace, exc)
+            else:
+                logger.info("politeness: tracing decisions to %s", self.settings.trace)
+        self._restore_state(now)
+
+    def _log_stats(self, now: float) -> None:
+        oldest = now - next(iter(self._waiters.values())) if self._waiters else 0.0
+        snapshot(self.hosts, self._waits, self.gate.waiting, oldest).log(logger)
+
+    def _close_trace(self) -> None:
+        trace, self._trace = self._trace, None
+        if trace is None:
+            return
+        trace.close(self._loop.time() if self._loop is not None else None)
+        self.stats.set_value(_STATS + "trace/lines", trace.lines)
+        self.stats.set_value(_STATS + "trace/dropped", trace.dropped + trace.write_errors)
+
+    def _state_path(self) -> str | None:
+        """``JOBDIR/politeness-state.json``, or None when state is not kept in a file."""
+        if not self.settings.persist or self.backend is not None:
+            return None  # a shared backend keeps the state itself (Redis)
+        from scrapy.utils.job import job_dir
+
+        directory = job_dir(self.crawler.settings)
+        return None if directory is None else os.path.join(directory, persistence.STATE_FILE)
+
+    def _restore_state(self, now: float) -> None:
+        path = self._state_path()
+        if path is None:
+            return
+        try:
+            document = persistence.load(path)
+        except persistence.StateError as exc:
+            logger.warning("politeness: ignoring the saved host state %s (%s); starting "
+                           "afresh", path, exc)
+            return
+        if document is None:
+            return
+        restored = persistence.restore(self.hosts, document, now, time.time())
+        self.stats.set_value(_STATS + "state/restored_hosts", len(restored))
+        logger.info("politeness: restored the state of %d hosts from %s", len(restored), path)
+        if self._trace is not None:
+            for key, state in restored:
+                self._trace.restored(now, key, state.interval(), document["hosts"][key])
+
+    def _save_state(self, spider: Spider) -> None:
+        path = self._state_path()
+        if path is None:
+            return
+        now = self._loop.time() if self._loop is not None else 0.0
+        document = persistence.snapshot(self.hosts.items(), now, time.time())
+        try:
+            persistence.save(path, document)
+        except (OSError, ValueError) as exc:
+            logger.error("politeness: could not save the host state to %s: %s", path, exc)
+            return
+        self.stats.set_value(_STATS + "state/saved_hosts", len(document["hosts"]))
 
     def _sync_dns_stats(self) -> None:
         st = self.dns.stats

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -47,6 +48,10 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_BACKEND": "memory",
     "POLITENESS_NAMESPACE": None,
     "POLITENESS_BACKEND_ON_LOSS": "hold",
+    "POLITENESS_LOG_INTERVAL": 60.0,
+    "POLITENESS_TRACE": None,
+    "POLITENESS_TRACE_BUFFER": 100_000,
+    "POLITENESS_PERSIST": True,
 }
 
 _CONFIG_FIELDS = {
@@ -148,6 +153,17 @@ def _optional_str(name: str, value: Any) -> str | None:
     return value
 
 
+def _optional_path(name: str, value: Any) -> str | None:
+    """A file path, or None/empty for off (``os.PathLike`` accepted)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a file path or empty, got {value!r}")
+    return value
+
+
 def _backend(value: Any) -> str:
     if isinstance(value, str) and (value == "memory" or value.startswith(
             ("redis://", "rediss://", "unix://"))):
@@ -192,6 +208,10 @@ class PolitenessSettings:
     backend: str
     namespace: str | None
     backend_on_loss: str
+    log_interval: float = DEFAULTS["POLITENESS_LOG_INTERVAL"]
+    trace: str | None = None
+    trace_buffer: int = DEFAULTS["POLITENESS_TRACE_BUFFER"]
+    persist: bool = True
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:
@@ -287,6 +307,11 @@ class PolitenessSettings:
             namespace=_optional_str("POLITENESS_NAMESPACE", settings.get("POLITENESS_NAMESPACE")),
             backend_on_loss=_choice("POLITENESS_BACKEND_ON_LOSS",
                                     raw("POLITENESS_BACKEND_ON_LOSS"), _ON_LOSS),
+            log_interval=_number("POLITENESS_LOG_INTERVAL", raw("POLITENESS_LOG_INTERVAL")),
+            trace=_optional_path("POLITENESS_TRACE", settings.get("POLITENESS_TRACE")),
+            trace_buffer=_number("POLITENESS_TRACE_BUFFER", raw("POLITENESS_TRACE_BUFFER"),
+                                 minimum=1, integer=True),
+            persist=_bool("POLITENESS_PERSIST", raw("POLITENESS_PERSIST")),
         )
 
     def config_for(self, key: str) -> Config:

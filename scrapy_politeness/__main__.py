@@ -1,0 +1,59 @@
+"""Command line: ``python -m scrapy_politeness plot trace.jsonl -o timeline.png``.
+
+Draws the timeline of a decision trace written with ``POLITENESS_TRACE``
+(see docs/observability.md). Needs matplotlib: ``pip install
+'scrapy-politeness[plot]'``; without it the command says so and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["main"]
+
+MISSING_MATPLOTLIB = ("scrapy_politeness plot needs matplotlib, which is not installed: "
+                      "pip install 'scrapy-politeness[plot]' (or pip install matplotlib)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m scrapy_politeness")
+    sub = parser.add_subparsers(dest="command", required=True)
+    plot = sub.add_parser("plot", help="draw the timeline of a POLITENESS_TRACE file")
+    plot.add_argument("trace", help="the trace (JSON lines) written by POLITENESS_TRACE")
+    plot.add_argument("-o", "--output", default="timeline.png", help="PNG to write")
+    plot.add_argument("-n", "--hosts", type=int, default=8,
+                      help="hosts to draw, those with the most requests (default 8)")
+    plot.add_argument("--width", type=int, default=1200, help="pixels (default 1200)")
+    plot.add_argument("--height", type=int, default=800, help="pixels (default 800)")
+    plot.add_argument("--dpi", type=int, default=100, help="dots per inch (default 100)")
+    plot.add_argument("--title", default=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.hosts < 1 or args.width < 16 or args.height < 16 or args.dpi < 1:
+        print("--hosts must be >= 1, --width/--height >= 16, --dpi >= 1", file=sys.stderr)
+        return 2
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print(MISSING_MATPLOTLIB, file=sys.stderr)
+        return 2
+    from .plot import read_trace, render, series
+
+    try:
+        records = read_trace(args.trace)
+    except (OSError, ValueError) as exc:
+        print(f"cannot read the trace: {exc}", file=sys.stderr)
+        return 1
+    data = series(records, top=args.hosts)
+    path = render(data, args.output, width=args.width, height=args.height, dpi=args.dpi,
+                  title=args.title)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""The periodic log line and the closing report (``politeness/report``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from scrapy.utils.test import get_crawler
+
+from scrapy_politeness.logstats import LOG_FORMAT, PeriodWaits, snapshot
+from scrapy_politeness.middleware import PolitenessMiddleware
+from scrapy_politeness.policy import Config, HostTable
+from scrapy_politeness.settings import PolitenessSettings
+
+
+def test_period_waits_mean_max_and_reset() -> None:
+    w = PeriodWaits()
+    assert w.take() == (0, 0.0, 0.0)
+    for waited in (0.0, 1.0, 5.0):
+        w.add(waited)
+    assert w.take() == (3, 2.0, 5.0)
+    assert w.take() == (0, 0.0, 0.0)  # a new period
+
+
+def test_snapshot_counts_backing_off_and_dead_hosts() -> None:
+    table = HostTable(Config(default=1.0, floor=0.25, ceiling=60.0))
+    table.get("rest.test")
+    table.get("narrowed.test").adaptive = 0.5  # below its default: not backing off
+    table.get("backed.test").adaptive = 4.0
+    table.get("delayed.test").crawl_delay = 10.0  # the site asked: not a backoff
+    dead = table.get("dead.test")
+    dead.adaptive, dead.dead = 60.0, True
+    waits = PeriodWaits()
+    waits.add(0.5)
+    waits.add(1.5)
+    snap = snapshot(table, waits, waiting=7, oldest_wait=12.5)
+    assert (snap.hosts, snap.waiting, snap.oldest_wait) == (5, 7, 12.5)
+    assert (snap.dispatched, snap.mean_wait, snap.max_wait) == (2, 1.0, 1.5)
+    assert (snap.backing_off, snap.dead) == (1, 1)
+
+
+def test_log_line_uses_lazy_args(caplog: pytest.LogCaptureFixture) -> None:
+    table = HostTable(Config())
+    table.get("a.test").adaptive = 2.0
+    log = logging.getLogger("test.politeness")
+    with caplog.at_level(logging.INFO, logger="test.politeness"):
+        snapshot(table, PeriodWaits(), 3, 4.25).log(log)
+    (record,) = caplog.records
+    assert record.msg == LOG_FORMAT  # formatted only when emitted
+    assert record.getMessage() == (
+        "Politeness: 1 hosts, 3 waiting in the gate (oldest 4.2s); 0 dispatched "
+        "(wait mean 0.00s, max 0.00s); 1 hosts backing off, 0 dead")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(-1, "POLITENESS_LOG_INTERVAL must be >= 0, got -1"),
+     ("soon", "POLITENESS_LOG_INTERVAL must be a number, got 'soon'"),
+     (float("inf"), "POLITENESS_LOG_INTERVAL must be finite, got inf")],
+)
+def test_log_interval_is_validated(value: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        PolitenessSettings.from_settings({"POLITENESS_LOG_INTERVAL": value})
+
+
+def _middleware(**settings: Any) -> PolitenessMiddleware:
+    crawler = get_crawler(settings_dict=settings)
+    return PolitenessMiddleware(crawler, PolitenessSettings.from_settings(crawler.settings))
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    lp = asyncio.new_event_loop()
+    yield lp
+    lp.close()
+
+
+def _spider() -> Any:
+    return type("S", (), {"name": "s"})()
+
+
+@pytest.mark.parametrize(("interval", "expected"), [(0, None), ("0", None), (30, 30.0),
+                                                    (None, 60.0)])
+def test_log_interval_schedules_the_line(loop: asyncio.AbstractEventLoop, interval: Any,
+                                         expected: float | None) -> None:
+    mw = _middleware(POLITENESS_LOG_INTERVAL=interval)
+    mw._loop = loop
+    mw._open_observability(_spider())
+    if expected is None:  # 0 disables it
+        assert mw._next_log == float("inf")
+    else:
+        assert mw._next_log == pytest.approx(mw._start + expected)
+    assert mw._trace is None  # no POLITENESS_TRACE: no writer at all
+
+
+def test_middleware_log_line_reports_the_oldest_waiter(
+        loop: asyncio.AbstractEventLoop, caplog: pytest.LogCaptureFixture) -> None:
+    mw = _middleware()
+    mw._loop = loop
+    mw._waits.add(2.0)
+    mw._waiters[loop.create_future()] = 10.0  # oldest first
+    mw._waiters[loop.create_future()] = 14.0
+    mw.hosts.get("a.test").adaptive = 3.0
+    with caplog.at_level(logging.INFO, logger="scrapy_politeness.middleware"):
+        mw._log_stats(25.0)
+    assert caplog.records[-1].getMessage() == (
+        "Politeness: 1 hosts, 0 waiting in the gate (oldest 15.0s); 1 dispatched "
+        "(wait mean 2.00s, max 2.00s); 1 hosts backing off, 0 dead")
+
+
+def test_closing_report_lists_the_hosts_that_waited_most(
+        caplog: pytest.LogCaptureFixture) -> None:
+    mw = _middleware(POLITENESS_REPORT_HOSTS=2)
+    facts = {  # host: (requests, waited, adaptive, backoffs, crawl-delay, dead)
+        "cheap.test": (50, 1.0, 1.0, None, 0.0, False),
+        "costly.test": (12, 40.0, 8.0, {"429": 2, "5xx": 1}, 0.0, False),
+        "delayed.test": (5, 20.0, 1.0, None, 4.0, False),
+        "gone.test": (6, 5.0, 60.0, {"transport": 6}, 0.0, True),
+    }
+    for host, (requests, waited, adaptive, backoffs, delay, dead) in facts.items():
+        s = mw.hosts.get(host)
+        s.requests, s.waited, s.adaptive = requests, waited, adaptive
+        s.backoffs, s.crawl_delay, s.dead = backoffs, delay, dead
+    with caplog.at_level(logging.INFO, logger="scrapy_politeness.middleware"):
+        mw._report()
+    assert mw.stats.get_value("politeness/report") == [
+        {"host": "costly.test", "requests": 12, "waited": 40.0, "interval": 8.0,
+         "backoffs": {"429": 2, "5xx": 1}, "crawl_delay": 0.0, "dead": False},
+        {"host": "delayed.test", "requests": 5, "waited": 20.0, "interval": 4.0,
+         "backoffs": {}, "crawl_delay": 4.0, "dead": False},
+    ]
+    text = caplog.records[-1].getMessage()
+    assert text.startswith("Politeness report (hosts that waited most):")
+    assert "costly.test: 12 requests, waited 40.0s, interval 8s, backoffs {'429': 2, '5xx': 1}" \
+        in text
+    assert "delayed.test: 5 requests, waited 20.0s, interval 4s, backoffs 0, crawl-delay 4s" \
+        in text
+    assert "cheap.test" not in text
+    # Every host, dead ones flagged, when asked for more rows than hosts.
+    rows = mw.host_report(10)
+    assert [r["host"] for r in rows] == ["costly.test", "delayed.test", "gone.test",
+                                         "cheap.test"]
+    assert rows[2]["dead"] is True
+    assert rows[2]["backoffs"] == {"transport": 6}

@@ -1,0 +1,215 @@
+"""JOBDIR persistence of learnt host state: round trip, clocks, bad files, real crawls."""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crawling import farm_settings, run_crawl
+from scrapy.utils.test import get_crawler
+
+from scrapy_politeness import persistence
+from scrapy_politeness.middleware import PolitenessMiddleware
+from scrapy_politeness.policy import Config, HostTable
+from scrapy_politeness.settings import PolitenessSettings
+
+CONFIG = Config(default=1.0, floor=0.25, ceiling=60.0)
+
+
+def _learnt_table(now: float) -> HostTable:
+    table = HostTable(CONFIG, dead_after=5)
+    slow = table.get("slow.test")
+    slow.adaptive, slow.latency, slow.ceiling_streak = 8.0, 0.35, 2
+    slow.last_start, slow.touched = now - 1.5, now - 1.0
+    slow.not_before = now + 20.0  # a Retry-After window
+    polite = table.get("polite.test")
+    polite.crawl_delay = 3.0
+    dead = table.get("dead.test")
+    dead.adaptive, dead.dead, dead.ceiling_streak = 60.0, True, 5
+    parked = table.get("parked.test")
+    parked.parked_until = now + 100.0
+    skipped = table.get("skipped.test")
+    skipped.parked_until = math.inf
+    table.get("fresh.test")  # at rest, never fetched
+    return table
+
+
+def test_round_trip_converts_the_monotonic_clocks(tmp_path: Path) -> None:
+    old_now, new_now, wall = 5000.0, 12.0, 1_700_000_000.0
+    path = tmp_path / persistence.STATE_FILE
+    persistence.save(path, persistence.snapshot(_learnt_table(old_now).items(), old_now, wall))
+    doc = persistence.load(path)
+    assert doc is not None
+    assert doc["version"] == 1
+    assert doc["saved_at"] == wall
+    assert doc["hosts"]["slow.test"]["adaptive"] == 8.0
+    assert doc["hosts"]["slow.test"]["not_before_in"] == 20.0
+    assert doc["hosts"]["skipped.test"]["parked_for"] == "forever"
+    assert "since_last_start" not in doc["hosts"]["fresh.test"]
+
+    table = HostTable(CONFIG, dead_after=5)
+    restored = dict(persistence.restore(table, doc, new_now, wall + 4.0))  # 4 s later
+    assert set(restored) == {"slow.test", "polite.test", "dead.test", "parked.test",
+                             "skipped.test", "fresh.test"}
+    slow = table.get("slow.test")
+    assert (slow.adaptive, slow.latency, slow.ceiling_streak) == (8.0, 0.35, 2)
+    assert slow.interval() == 8.0  # not restarted at the default
+    assert slow.not_before == pytest.approx(new_now + 20.0 - 4.0)
+    assert slow.last_start == pytest.approx(new_now - 1.5 - 4.0)
+    assert slow.touched == pytest.approx(new_now - 1.0 - 4.0)
+    assert slow.eligible_at() == pytest.approx(new_now + 16.0)
+    assert table.get("polite.test").crawl_delay == 3.0
+    assert table.get("polite.test").interval() == 3.0
+    assert table.get("dead.test").dead is True
+    assert table.get("parked.test").parked_until == pytest.approx(new_now + 96.0)
+    assert table.get("skipped.test").parked_until == math.inf
+    fresh = table.get("fresh.test")
+    assert (fresh.adaptive, fresh.dead, fresh.parked_until) == (1.0, False, 0.0)
+
+
+def test_waits_that_ran_out_while_stopped_are_not_restored(tmp_path: Path) -> None:
+    doc = persistence.snapshot(_learnt_table(100.0).items(), 100.0, 1000.0)
+    table = HostTable(CONFIG)
+    persistence.restore(table, doc, 7.0, 1000.0 + 500.0)  # 500 s later
+    assert table.get("parked.test").parked_until == 0.0
+    assert table.get("slow.test").not_before == 0.0
+    assert table.get("slow.test").adaptive == 8.0  # the learnt interval stays
+    assert table.get("skipped.test").parked_until == math.inf
+
+
+def test_restore_clamps_into_the_current_band() -> None:
+    doc = persistence.snapshot(_learnt_table(0.0).items(), 0.0, 0.0)
+    table = HostTable(Config(default=1.0, floor=0.25, ceiling=4.0))
+    persistence.restore(table, doc, 0.0, 0.0)
+    assert table.get("slow.test").adaptive == 4.0
+
+
+def test_save_is_atomic_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    path = tmp_path / persistence.STATE_FILE
+    persistence.save(path, {"version": 1, "saved_at": 1.0, "hosts": {}})
+    with pytest.raises(ValueError, match="Out of range float"):
+        persistence.save(path, {"version": 1, "saved_at": math.nan, "hosts": {}})
+    assert json.loads(path.read_text())["saved_at"] == 1.0  # the old file is intact
+    assert [p.name for p in tmp_path.iterdir()] == [persistence.STATE_FILE]
+
+
+def _good() -> dict[str, Any]:
+    return {"version": 1, "saved_at": 1.0, "hosts": {"a.test": {
+        "adaptive": 2.0, "crawl_delay": 0.0, "latency": 0.1, "dead": False,
+        "ceiling_streak": 0, "parked_for": 0.0, "not_before_in": 0.0}}}
+
+
+def _with(path: tuple[str, ...], value: Any) -> str:
+    doc = _good()
+    target: Any = doc
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    return json.dumps(doc)
+
+
+BAD_FILES = {
+    "empty": "",
+    "truncated": json.dumps(_good())[:40],
+    "not json": "politeness!",
+    "a list": "[1, 2]",
+    "no version": json.dumps({"saved_at": 1.0, "hosts": {}}),
+    "wrong version": _with(("version",), 2),
+    "saved_at string": _with(("saved_at",), "yesterday"),
+    "hosts a list": _with(("hosts",), []),
+    "entry a number": _with(("hosts", "a.test"), 3),
+    "adaptive string": _with(("hosts", "a.test", "adaptive"), "8"),
+    "adaptive zero": _with(("hosts", "a.test", "adaptive"), 0),
+    "adaptive missing": json.dumps({"version": 1, "saved_at": 1.0,
+                                    "hosts": {"a.test": {"dead": False}}}),
+    "negative delay": _with(("hosts", "a.test", "crawl_delay"), -1),
+    "nan latency": _with(("hosts", "a.test", "latency"), math.nan),
+    "dead a string": _with(("hosts", "a.test", "dead"), "no"),
+    "streak a float": _with(("hosts", "a.test", "ceiling_streak"), 1.5),
+    "streak a bool": _with(("hosts", "a.test", "ceiling_streak"), True),
+    "parked garbage": _with(("hosts", "a.test", "parked_for"), "soon"),
+}
+
+
+@pytest.mark.parametrize("content", list(BAD_FILES.values()), ids=list(BAD_FILES))
+def test_bad_files_are_refused(tmp_path: Path, content: str) -> None:
+    path = tmp_path / persistence.STATE_FILE
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(persistence.StateError):
+        persistence.load(path)
+
+
+def test_missing_file_is_a_fresh_start(tmp_path: Path) -> None:
+    assert persistence.load(tmp_path / "nothing.json") is None
+
+
+def _middleware(**settings: Any) -> PolitenessMiddleware:
+    crawler = get_crawler(settings_dict=settings)
+    return PolitenessMiddleware(crawler, PolitenessSettings.from_settings(crawler.settings))
+
+
+@pytest.mark.parametrize("content", [BAD_FILES["truncated"], BAD_FILES["wrong version"],
+                                     BAD_FILES["adaptive string"]],
+                         ids=["truncated", "wrong version", "wrong type"])
+def test_middleware_warns_and_starts_fresh_on_a_bad_file(
+        tmp_path: Path, content: str, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / persistence.STATE_FILE).write_text(content, encoding="utf-8")
+    mw = _middleware(JOBDIR=str(tmp_path))
+    with caplog.at_level(logging.WARNING, logger="scrapy_politeness.middleware"):
+        mw._restore_state(0.0)
+    assert len(mw.hosts) == 0
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "ignoring the saved host state" in warnings[0].getMessage()
+    assert persistence.STATE_FILE in warnings[0].getMessage()
+
+
+def test_middleware_state_file_only_with_jobdir_persist_and_no_shared_backend(
+        tmp_path: Path) -> None:
+    assert _middleware()._state_path() is None
+    assert _middleware(JOBDIR=str(tmp_path), POLITENESS_PERSIST=False)._state_path() is None
+    mw = _middleware(JOBDIR=str(tmp_path / "job"))
+    assert mw._state_path() == str(tmp_path / "job" / persistence.STATE_FILE)
+    mw.backend = object()  # type: ignore[assignment]  # a shared backend keeps the state
+    assert mw._state_path() is None
+    with pytest.raises(ValueError, match="POLITENESS_PERSIST must be True or False"):
+        PolitenessSettings.from_settings({"POLITENESS_PERSIST": "maybe"})
+
+
+def test_resumed_crawl_starts_a_backed_off_host_at_its_learnt_interval(
+        farm_factory: Any, tmp_path: Path) -> None:
+    spec = {"ips": ["127.0.0.2"], "hosts": {
+        "broken.farm.test": {"ip": "127.0.0.2", "kind": "always_503", "pages": 3},
+    }}
+    farm = farm_factory(spec)
+    jobdir = tmp_path / "job"
+    settings = farm_settings(farm, JOBDIR=str(jobdir), RETRY_ENABLED=False,
+                             POLITENESS_DEFAULT=0.3, POLITENESS_FLOOR=0.3)
+    urls = [farm.url("broken.farm.test", f"/p/{i}") for i in range(3)]
+    first = run_crawl(urls, settings, follow=False)
+    # 0.3 -> 0.6 -> 1.2 -> 2.4 after three 503s.
+    assert ast.literal_eval(first.stat("politeness/report"))[0]["interval"] == 2.4
+    saved = json.loads((jobdir / persistence.STATE_FILE).read_text())
+    assert saved["version"] == 1
+    assert saved["hosts"]["broken.farm.test"]["adaptive"] == 2.4
+    assert first.stat("politeness/state/saved_hosts") == 1
+
+    farm.reset()
+    trace = tmp_path / "trace.jsonl"
+    second = run_crawl(urls[:1], {**settings, "POLITENESS_TRACE": str(trace)}, follow=False)
+    assert second.stat("politeness/state/restored_hosts") == 1
+    # The first fetch of the resumed crawl was decided at 2.4 s, not at the 0.3 s default.
+    assert [item["interval"] for item in second.items] == [2.4]
+    records = [json.loads(line) for line in trace.read_text().splitlines()]
+    restored = [r for r in records if r["type"] == "restored"]
+    assert [(r["host"], r["interval"]) for r in restored] == [("broken.farm.test", 2.4)]
+    dispatch = [r for r in records if r["type"] == "dispatch"]
+    assert [r["interval"] for r in dispatch] == [2.4]
+    assert len(farm.arrivals()) == 1
+    assert json.loads((jobdir / persistence.STATE_FILE).read_text()
+                      )["hosts"]["broken.farm.test"]["adaptive"] == 4.8
