@@ -62,6 +62,7 @@ def snapshot(hosts: Iterable[tuple[str, HostState]], now: float, wall: float) ->
     for key, s in hosts:
         entry: dict[str, Any] = {
             "adaptive": s.adaptive,
+            "default": s.config.default,
             "crawl_delay": s.crawl_delay,
             "latency": s.latency,
             "dead": s.dead,
@@ -147,6 +148,8 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any] | None:
                              f"got {entry.get('dead')!r}")
         _remaining_field(key, "parked_for", entry.get("parked_for", 0.0))
         _remaining_field(key, "not_before_in", entry.get("not_before_in", 0.0))
+        if "default" in entry:
+            _num(key, "default", entry["default"])
         for field in ("since_last_start", "idle_for"):
             if field in entry:
                 _num(key, field, entry[field])
@@ -159,14 +162,17 @@ def restore(hosts: HostTable, document: dict[str, Any], now: float,
 
     ``now`` is the new process's monotonic clock, ``wall`` its wall clock: the
     time that passed since ``saved_at`` is taken off every remaining wait. The
-    adaptive interval is clamped into the host's *current* band (settings may
-    have changed between the runs).
+    adaptive interval is restored only when it was learnt (it differs from
+    that run's default, so a changed POLITENESS_DEFAULT takes effect for hosts
+    with nothing learnt), clamped into the host's *current* band.
     """
     elapsed = max(0.0, wall - float(document["saved_at"]))
     restored = []
     for key, entry in document["hosts"].items():
         state = hosts.get(key)
-        state.adaptive = state.config.host_interval(float(entry["adaptive"]))
+        adaptive = float(entry["adaptive"])
+        if adaptive != entry.get("default"):  # learnt, not merely that run's default
+            state.adaptive = state.config.host_interval(adaptive)
         state.crawl_delay = float(entry.get("crawl_delay", 0.0))
         state.latency = float(entry.get("latency", 0.0))
         state.ceiling_streak = int(entry.get("ceiling_streak", 0))

@@ -213,3 +213,22 @@ def test_resumed_crawl_starts_a_backed_off_host_at_its_learnt_interval(
     assert len(farm.arrivals()) == 1
     assert json.loads((jobdir / persistence.STATE_FILE).read_text()
                       )["hosts"]["broken.farm.test"]["adaptive"] == 4.8
+
+
+def test_an_unlearnt_default_is_not_carried_into_a_run_with_a_new_default() -> None:
+    """A host still at the old run's default learnt nothing: the new default applies."""
+    old = HostTable(Config(default=5.0, floor=5.0), dead_after=5)
+    old.start("idle.test", 100.0)
+    old.start("sick.test", 100.0)
+    old.feedback("sick.test", persistence_signal(503), 100.5)  # learnt: 10 s
+    doc = persistence.snapshot(old.items(), 101.0, 1_700_000_000.0)
+    new = HostTable(Config(default=0.5, floor=0.25), dead_after=5)
+    persistence.restore(new, doc, 1.0, 1_700_000_001.0)
+    assert new.get("idle.test").adaptive == 0.5
+    assert new.get("sick.test").adaptive == 10.0
+
+
+def persistence_signal(status: int) -> Any:
+    from scrapy_politeness.policy import Signal
+
+    return Signal(status)
