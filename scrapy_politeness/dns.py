@@ -191,4 +191,8 @@ class DnsCache:
         old = [name for name, (_, at) in self._pins.items() if at <= pin_cutoff]
         for name in old:
             del self._pins[name]
+        if len(stale) > len(self._cache):  # dicts never shrink on deletion: rebuild
+            self._cache = dict(self._cache)
+        if len(old) > len(self._pins):
+            self._pins = dict(self._pins)
         return len(stale) + len(old)

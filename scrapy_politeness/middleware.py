@@ -112,7 +112,8 @@ class PolitenessMiddleware:
         bot = crawler.settings.get("BOT_NAME") or "scrapy"
         namespace = settings.namespace or f"politeness:{bot}"
         self.backend: SharedBackend | None = make_backend(
-            settings.backend, namespace=namespace, on_loss=settings.backend_on_loss)
+            settings.backend, namespace=namespace, on_loss=settings.backend_on_loss,
+            margin=settings.send_margin)
         self._key = self._make_key_function(settings.grouping)
         self._exempt: dict[str, bool] = {}
         self._dispatched: dict[Request, _Dispatch] = {}
@@ -269,6 +270,9 @@ class PolitenessMiddleware:
             raise
         if shared is not None:
             self._mirror(state, shared, loop.time())
+            if shared.dead:  # declared dead by another crawler while this one waited
+                self.gate.done(release.key)
+                self._check_not_dropped(release.key, loop.time())
         if delay > 0:
             self.stats.inc_value(_STATS + "shared/waits")
             await asyncio.sleep(delay)
@@ -437,6 +441,9 @@ class PolitenessMiddleware:
         if task.cancelled():
             return
         exc = task.exception()
+        if isinstance(exc, ConnectionError):  # the backend logs an outage once
+            logger.debug("politeness: shared feedback for %s lost: %r", key, exc)
+            return
         if exc is not None:
             logger.warning("politeness: shared feedback for %s failed: %r", key, exc)
             return
@@ -551,6 +558,8 @@ class PolitenessMiddleware:
 
     def _close_gate(self, reason: str) -> None:
         self._closing = True
+        if self.backend is not None:  # requests held for a lost backend must not wait on
+            self.backend.abort_waiting()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

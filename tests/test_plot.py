@@ -16,25 +16,25 @@ from scrapy_politeness.plot import read_trace, series
 TRACE: list[dict[str, Any]] = [
     {"type": "header", "version": 1, "wall": 1_700_000_000.0},
     {"type": "restored", "t": 0.0, "host": "b.test", "interval": 4.0},
-    {"type": "dispatch", "t": 0.1, "host": "a.test", "ip": "10.0.0.1", "url": "u",
+    {"type": "dispatch", "t": 0.1, "host": "a.test", "ip": "127.0.9.1", "url": "u",
      "wait": 0.0, "interval": 1.0},
-    {"type": "feedback", "t": 0.2, "host": "a.test", "ip": "10.0.0.1", "status": 429,
+    {"type": "feedback", "t": 0.2, "host": "a.test", "ip": "127.0.9.1", "status": 429,
      "retry_after": 3.0, "latency": 0.01, "interval_before": 1.0, "interval_after": 3.0,
      "cause": "429"},
-    {"type": "dispatch", "t": 0.5, "host": "b.test", "ip": "10.0.0.2", "url": "u",
+    {"type": "dispatch", "t": 0.5, "host": "b.test", "ip": "127.0.9.2", "url": "u",
      "wait": 0.5, "interval": 4.0},
     {"type": "crawl_delay", "t": 0.6, "host": "b.test", "delay": 5.0, "over_max": None},
-    {"type": "feedback", "t": 0.7, "host": "b.test", "ip": "10.0.0.2", "status": 200,
+    {"type": "feedback", "t": 0.7, "host": "b.test", "ip": "127.0.9.2", "status": 200,
      "retry_after": None, "latency": 0.01, "interval_before": 4.0, "interval_after": 5.0,
      "cause": None},
-    {"type": "dispatch", "t": 3.2, "host": "a.test", "ip": "10.0.0.1", "url": "u",
+    {"type": "dispatch", "t": 3.2, "host": "a.test", "ip": "127.0.9.1", "url": "u",
      "wait": 3.0, "interval": 3.0},
-    {"type": "feedback", "t": 3.3, "host": "a.test", "ip": "10.0.0.1", "status": 503,
+    {"type": "feedback", "t": 3.3, "host": "a.test", "ip": "127.0.9.1", "status": 503,
      "retry_after": None, "latency": 0.01, "interval_before": 3.0, "interval_after": 6.0,
      "cause": "5xx"},
-    {"type": "dispatch", "t": 3.4, "host": "c.test", "ip": "10.0.0.1", "url": "u",
+    {"type": "dispatch", "t": 3.4, "host": "c.test", "ip": "127.0.9.1", "url": "u",
      "wait": 0.0, "interval": 1.0},
-    {"type": "feedback", "t": 9.4, "host": "c.test", "ip": "10.0.0.1", "status": 0,
+    {"type": "feedback", "t": 9.4, "host": "c.test", "ip": "127.0.9.1", "status": 0,
      "retry_after": None, "latency": 0.0, "interval_before": 1.0, "interval_after": 2.0,
      "cause": "transport"},
     {"type": "dead", "t": 9.4, "host": "c.test", "interval": 2.0, "reason": "r"},
@@ -59,8 +59,8 @@ def test_series_from_a_hand_made_trace() -> None:
     assert c.marks.by_kind == {"transport": [9.4], "dead": [9.4]}
     assert (d.requests, d.steps, d.marks.by_kind) == (0, [], {"parked": [9.5]})
     # Fetch starts per IP in each second 0..9.
-    assert data.ip_load == {"10.0.0.1": [1, 0, 0, 2, 0, 0, 0, 0, 0, 0],
-                            "10.0.0.2": [1, 0, 0, 0, 0, 0, 0, 0, 0, 0]}
+    assert data.ip_load == {"127.0.9.1": [1, 0, 0, 2, 0, 0, 0, 0, 0, 0],
+                            "127.0.9.2": [1, 0, 0, 0, 0, 0, 0, 0, 0, 0]}
 
 
 def test_series_keeps_the_hosts_with_most_requests() -> None:

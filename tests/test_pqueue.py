@@ -115,8 +115,8 @@ def test_soonest_eligible_host_first(mw: PolitenessMiddleware, clock: Clock) -> 
 
 
 def test_busy_ip_pushes_its_hosts_back(mw: PolitenessMiddleware, clock: Clock) -> None:
-    on_ip(mw, "vhost.test", "10.0.0.1")
-    mw.ips.spend("10.0.0.1", clock.now + 2, INTERVAL)  # IP eligible at now + 3
+    on_ip(mw, "vhost.test", "127.0.9.1")
+    mw.ips.spend("127.0.9.1", clock.now + 2, INTERVAL)  # IP eligible at now + 3
     ready_at(mw, "other.test", clock.now + 1)
     q = _queue(mw.crawler)
     q.push(Request(url("vhost.test")))
@@ -126,11 +126,11 @@ def test_busy_ip_pushes_its_hosts_back(mw: PolitenessMiddleware, clock: Clock) -
 
 def test_uncached_ip_counts_as_eligible_now(mw: PolitenessMiddleware, clock: Clock) -> None:
     """The IP term applies only once DNS has answered: the first request goes out quickly."""
-    mw.ips.spend("10.0.0.1", clock.now + 10, INTERVAL)
+    mw.ips.spend("127.0.9.1", clock.now + 10, INTERVAL)
     ready_at(mw, "waiting.test", clock.now + 1)
     q = _queue(mw.crawler)
     q.push(Request(url("waiting.test")))
-    q.push(Request(url("unresolved.test")))  # will resolve to 10.0.0.1, not cached yet
+    q.push(Request(url("unresolved.test")))  # will resolve to 127.0.9.1, not cached yet
     assert pop_hosts(q, 1) == ["unresolved.test"]
 
 
@@ -158,7 +158,7 @@ def test_pending_handed_out_requests_push_a_host_back(
 
 def test_pending_on_one_ip_spaces_its_vhosts(mw: PolitenessMiddleware, clock: Clock) -> None:
     for host in ("v1.test", "v2.test"):
-        on_ip(mw, host, "10.0.0.7")
+        on_ip(mw, host, "127.0.9.7")
     ready_at(mw, "solo.test", clock.now + 1.5)
     q = _queue(mw.crawler)
     q.push(Request(url("v1.test")))
@@ -167,7 +167,7 @@ def test_pending_on_one_ip_spaces_its_vhosts(mw: PolitenessMiddleware, clock: Cl
     # v1 goes now; v2 shares its IP, so it is eligible at now + 1 (before solo);
     # then the IP has two requests ahead of a third, solo comes first.
     assert pop_hosts(q, 3) == ["v1.test", "v2.test", "solo.test"]
-    assert q._handed.by_ip == {"10.0.0.7": 2}
+    assert q._handed.by_ip == {"127.0.9.7": 2}
 
 
 def test_priorities_and_fifo_within_a_host(mw: PolitenessMiddleware, clock: Clock) -> None:

@@ -55,13 +55,17 @@ class SharedBackend(Protocol):
 
     async def set_crawl_delay(self, key: str, delay: float) -> None: ...
 
+    def abort_waiting(self) -> None:
+        """Make reservations still waiting for the backend fail at once (closing)."""
 
-def make_backend(url: str, *, namespace: str, on_loss: str) -> SharedBackend | None:
+
+def make_backend(url: str, *, namespace: str, on_loss: str,
+                 margin: float = 0.01) -> SharedBackend | None:
     """None for ``"memory"``; otherwise the shared backend the URL names."""
     if url == "memory":
         return None
     if url.startswith(("redis://", "rediss://", "unix://")):
         from .redis import RedisBackend
 
-        return RedisBackend(url, namespace=namespace, on_loss=on_loss)
+        return RedisBackend(url, namespace=namespace, on_loss=on_loss, margin=margin)
     raise ValueError(f"POLITENESS_BACKEND must be 'memory' or a redis:// URL, got {url!r}")

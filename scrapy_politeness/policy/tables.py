@@ -66,6 +66,8 @@ class IPTable:
         stale = [ip for ip, nxt in self._next.items() if nxt <= cutoff]
         for ip in stale:
             del self._next[ip]
+        if len(stale) > len(self._next):  # a dict never shrinks on deletion: rebuild it
+            self._next = dict(self._next)
         return len(stale)
 
 
@@ -230,4 +232,6 @@ class HostTable:
         ]
         for key in stale:
             del self._hosts[key]
+        if len(stale) > len(self._hosts):  # a dict never shrinks on deletion: rebuild it
+            self._hosts = dict(self._hosts)
         return len(stale)

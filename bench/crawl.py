@@ -1,0 +1,88 @@
+"""One benchmark crawl in its own process: ``python -m bench.crawl job.json``.
+
+The job file (JSON) gives ``urls``, ``settings`` and ``out`` (where this process
+writes its result: Scrapy stats, CPU times, the priority queue in force). The
+spider fetches exactly the start URLs (no link following), so every
+configuration issues the same requests. A process per crawl keeps the reactor,
+the name resolver and Scrapy's global state apart.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import scrapy
+from scrapy import signals
+from scrapy.crawler import CrawlerProcess
+from scrapy.http import Response
+
+BASE_SETTINGS: dict[str, Any] = {
+    "REMOTE_CONTROL_ENABLED": False,
+    "TELNETCONSOLE_ENABLED": False,
+    "LOG_LEVEL": "WARNING",
+    "HTTPERROR_ALLOW_ALL": True,
+    "RETRY_ENABLED": True,
+    "ROBOTSTXT_OBEY": False,
+}
+
+
+class BenchSpider(scrapy.Spider):
+    name = "bench"
+
+    def __init__(self, urls: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.urls = urls
+
+    async def start(self) -> AsyncIterator[Any]:
+        for url in self.urls:
+            yield scrapy.Request(url, dont_filter=True)
+
+    def parse(self, response: Response) -> None:
+        """Nothing to extract: the benchmark judges the requests, not the items."""
+        return None
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
+
+
+def main(path: str) -> None:
+    with open(path, encoding="utf-8") as fh:
+        job = json.load(fh)
+    settings = {**BASE_SETTINGS, **job["settings"]}
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(BenchSpider)
+    marks: dict[str, float] = {}
+
+    def started() -> None:
+        marks["cpu0"], marks["wall0"] = time.process_time(), time.monotonic()
+
+    def closed() -> None:
+        marks["cpu1"], marks["wall1"] = time.process_time(), time.monotonic()
+
+    crawler.signals.connect(started, signal=signals.engine_started)
+    crawler.signals.connect(closed, signal=signals.spider_closed)
+    process.crawl(crawler, urls=job["urls"])
+    process.start()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    assert crawler.stats is not None
+    result = {
+        "stats": {k: _plain(v) for k, v in crawler.stats.get_stats().items()},
+        "queue": str(crawler.settings.get("SCHEDULER_PRIORITY_QUEUE")),
+        "resolver": str(crawler.settings.get("TWISTED_DNS_RESOLVER")),
+        "crawl_cpu": marks.get("cpu1", 0.0) - marks.get("cpu0", 0.0),
+        "crawl_wall": marks.get("wall1", 0.0) - marks.get("wall0", 0.0),
+        "self_cpu": usage.ru_utime + usage.ru_stime,
+        "max_rss_kb": usage.ru_maxrss,
+    }
+    with open(job["out"], "w", encoding="utf-8") as fh:
+        json.dump(result, fh)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,392 @@
+"""The benchmark runner: ``python -m bench [--quick] [--out FILE] [--only NAME ...]``.
+
+1. Politeness scenarios (real crawls against the local site farm, judged on the
+   server side) for five configurations side by side: the plugin with the queue
+   its add-on sets, the plugin with Scrapy's default queue, AutoThrottle,
+   DOWNLOAD_DELAY with and without jitter.
+2. CPU overhead per request: a 5,000-request crawl with all intervals 0, stock
+   vs plugin, alternating, CPU time of the crawl process.
+3. Memory per tracked host / IP entry and after eviction (pure tables, tracemalloc).
+4. ``bench/bench_redis.py`` when it exists and ``redis-server`` is on PATH.
+
+Markdown goes to stdout (and ``--out``); progress lines go to stderr. Only
+loopback addresses are used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import scrapy
+import twisted
+
+from sitefarm import Farm
+
+from .metrics import Judgement, judge
+from .scenarios import SCENARIOS, Scenario
+from .static_resolver import ENV_VAR
+
+ROOT = Path(__file__).resolve().parent.parent
+ADDON = {"scrapy_politeness.Addon": 300}
+STATIC_RESOLVER = "bench.static_resolver.StaticResolver"
+DEFAULT_QUEUE = "scrapy.pqueues.DownloaderAwarePriorityQueue"
+CONFIGS = ("plugin", "plugin+default-queue", "autothrottle", "delay+jitter", "delay")
+EXTRA_SECTIONS = ("overhead", "memory", "redis")
+CPU_TARGET = 1.15
+MEM_TARGET = 400.0
+EVICT_TARGET = 1.10
+T0 = time.monotonic()
+
+
+def progress(msg: str) -> None:
+    print(f"[bench {time.monotonic() - T0:6.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+# -- running one crawl -------------------------------------------------------
+
+@dataclass
+class CrawlRun:
+    ok: bool
+    result: dict[str, Any]
+    cpu: float  # user + sys of the crawl process (os.wait4)
+    error: str = ""
+
+
+def run_crawl(urls: list[str], settings: dict[str, Any], *, static_hosts: dict[str, str]
+              | None = None, timeout: float = 300.0) -> CrawlRun:
+    """Run ``bench.crawl`` in a subprocess; its CPU time comes from ``os.wait4``."""
+    with tempfile.TemporaryDirectory(prefix="bench-crawl-") as tmp:
+        out = Path(tmp, "result.json")
+        job = Path(tmp, "job.json")
+        job.write_text(json.dumps({"urls": urls, "settings": settings, "out": str(out)}),
+                       encoding="utf-8")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        if static_hosts is not None:
+            env[ENV_VAR] = json.dumps(static_hosts)
+        with open(Path(tmp, "stderr"), "w+b") as err:
+            proc = subprocess.Popen([sys.executable, "-m", "bench.crawl", str(job)], cwd=ROOT,
+                                    env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=err)
+            killer = threading.Timer(timeout, proc.kill)
+            killer.start()
+            try:
+                _, status, usage = os.wait4(proc.pid, 0)
+            finally:
+                killer.cancel()
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            err.seek(0)
+            log = err.read().decode("utf-8", "replace")
+        cpu = usage.ru_utime + usage.ru_stime
+        if proc.returncode != 0 or not out.exists():
+            return CrawlRun(False, {}, cpu, f"exit {proc.returncode}: {log[-2000:]}")
+        return CrawlRun(True, json.loads(out.read_text(encoding="utf-8")), cpu)
+
+
+def config_settings(config: str, scenario: Scenario, farm: Farm) -> dict[str, Any]:
+    settings: dict[str, Any] = {"CONCURRENT_REQUESTS": scenario.concurrent_requests,
+                                **scenario.extra}
+    interval = scenario.interval
+    if config.startswith("plugin"):
+        settings.update(ADDONS=ADDON, POLITENESS_DEFAULT=interval, POLITENESS_FLOOR=interval,
+                        POLITENESS_IP_FLOOR=scenario.ip_floor,
+                        POLITENESS_DNS_NAMESERVERS=[farm.dns])
+        if config == "plugin+default-queue":
+            settings["SCHEDULER_PRIORITY_QUEUE"] = DEFAULT_QUEUE
+        return settings
+    settings["TWISTED_DNS_RESOLVER"] = STATIC_RESOLVER
+    settings["DOWNLOAD_DELAY"] = interval
+    if config == "autothrottle":
+        settings.update(AUTOTHROTTLE_ENABLED=True, AUTOTHROTTLE_START_DELAY=interval)
+    elif config == "delay":
+        settings["DOWNLOAD_DELAY_JITTER"] = 0
+    elif config != "delay+jitter":
+        raise ValueError(config)
+    return settings
+
+
+# -- 1. scenarios --------------------------------------------------------------
+
+@dataclass
+class Row:
+    config: str
+    queue: str
+    judgement: Judgement | None
+    error: str = ""
+
+
+def run_scenario(scenario: Scenario) -> list[Row]:
+    rows: list[Row] = []
+    bound, _ = scenario.lower_bound()
+    with Farm(scenario.spec) as farm:
+        urls = [farm.url(h, p) for h, p in scenario.urls]
+        for config in CONFIGS:
+            farm.reset()
+            progress(f"{scenario.name}: {config} ({len(urls)} URLs, T* {bound:.2f} s)")
+            stock = not config.startswith("plugin")
+            run = run_crawl(urls, config_settings(config, scenario, farm),
+                            static_hosts=scenario.host_ip() if stock else None,
+                            timeout=max(180.0, 6 * bound + 60))
+            queue = str(run.result.get("queue", "?")).rsplit(".", 1)[-1]
+            if not run.ok:
+                progress(f"  FAILED: {run.error[-300:]}")
+                rows.append(Row(config, queue, None, run.error))
+                continue
+            j = judge(scenario, farm.arrivals())
+            progress(f"  wall {j.wall:.2f} s, host/IP/RA violations {j.host_viol}/{j.ip_viol}/"
+                     f"{j.ra_viol}, 429s {j.n429}, URLs ok {j.urls_ok}/{j.urls}")
+            rows.append(Row(config, queue, j))
+    return rows
+
+
+def _gap(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def scenario_table(scenario: Scenario, rows: list[Row]) -> list[str]:
+    bound, what = scenario.lower_bound()
+    rate = "".join(f"; server rate 1 per {r:g} s, Retry-After {ra:g} s"
+                   for r, ra in scenario.rate_limits().values())
+    lines = [
+        f"### {scenario.name}", "",
+        f"{scenario.about}. Target interval **{scenario.interval:g} s**, IP floor "
+        f"**{scenario.ip_floor:g} s** (IP spacing max(floor, interval) = "
+        f"{scenario.ip_spacing:g} s){rate}; CONCURRENT_REQUESTS={scenario.concurrent_requests}. "
+        f"T* = **{bound:.2f} s** (set by {what}).", "",
+        "| config | queue | requests | URLs 200 | 429s | host viol. | IP viol. | RA viol. "
+        "| min host gap s | min IP gap s | wall s | T* s | wall/T* |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |",
+    ]
+    for row in rows:
+        j = row.judgement
+        if j is None:
+            lines.append(f"| {row.config} | {row.queue} | crawl failed: "
+                         f"{row.error.strip().splitlines()[-1][:80] if row.error else '?'} "
+                         "| | | | | | | | | | |")
+            continue
+        lines.append(
+            f"| {row.config} | {row.queue} | {j.requests} | {j.urls_ok}/{j.urls} | {j.n429} "
+            f"| {j.host_viol} | {j.ip_viol} | {j.ra_viol} | {_gap(j.min_host_gap)} "
+            f"| {_gap(j.min_ip_gap)} | {j.wall:.2f} | {j.bound:.2f} | {j.ratio:.2f} |")
+    return [*lines, ""]
+
+
+# -- 2a. CPU overhead ----------------------------------------------------------
+
+def overhead_spec(quick: bool) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    n_hosts, per_host = (10, 50) if quick else (50, 100)
+    ips = ["127.0.0.2", "127.0.0.3"]
+    hosts = {f"o{i:02d}.farm.test": {"ip": ips[i % 2], "kind": "normal", "pages": per_host}
+             for i in range(n_hosts)}
+    urls = [(h, f"/p/{p}") for p in range(per_host) for h in hosts]
+    return {"ips": ips, "hosts": hosts}, urls
+
+
+def run_overhead(quick: bool) -> list[str]:
+    spec, pairs = overhead_spec(quick)
+    host_ip = {h: raw["ip"] for h, raw in spec["hosts"].items()}
+    n = len(pairs)
+    runs: list[tuple[str, CrawlRun, int]] = []
+    with Farm(spec) as farm:
+        urls = [farm.url(h, p) for h, p in pairs]
+        base = {"CONCURRENT_REQUESTS": 16}
+        stock = {**base, "TWISTED_DNS_RESOLVER": STATIC_RESOLVER, "DOWNLOAD_DELAY": 0}
+        plugin = {**base, "ADDONS": ADDON, "POLITENESS_DEFAULT": 0, "POLITENESS_FLOOR": 0,
+                  "POLITENESS_IP_FLOOR": 0, "POLITENESS_SEND_MARGIN": 0,
+                  "POLITENESS_DNS_NAMESERVERS": [farm.dns]}
+        for i, config in enumerate(("stock", "plugin", "stock", "plugin")):
+            farm.reset()
+            progress(f"overhead: run {i + 1}/4 {config} ({n} requests)")
+            run = run_crawl(urls, stock if config == "stock" else plugin,
+                            static_hosts=host_ip if config == "stock" else None, timeout=600)
+            if not run.ok:
+                progress(f"  FAILED: {run.error[-300:]}")
+                return ["## CPU overhead", "", f"crawl failed: {run.error[-500:]}", ""]
+            arrived = farm.arrivals()
+            got = sum(a.status == 200 for a in arrived)
+            progress(f"  CPU {run.cpu:.2f} s, {got}/{n} 200s, "
+                     f"crawl wall {run.result['crawl_wall']:.2f} s")
+            runs.append((config, run, got))
+    lines = [
+        "## CPU overhead per request", "",
+        f"{n:,} requests ({len(spec['hosts'])} hosts x {n // len(spec['hosts'])} URLs on 2 IPs, "
+        "farm kind normal), CONCURRENT_REQUESTS=16, no link following. Plugin: all intervals 0 "
+        "(POLITENESS_DEFAULT = FLOOR = IP_FLOOR = SEND_MARGIN = 0); stock: no add-on, static "
+        "resolver, DOWNLOAD_DELAY=0. Process CPU = user+sys of the crawl process (`os.wait4`), "
+        "start-up included; crawl-phase CPU = `time.process_time()` from `engine_started` to "
+        "`spider_closed` inside the process.", "",
+        "| run | config | 200s | process CPU s | crawl-phase CPU s | crawl wall s "
+        "| process CPU µs/request |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for i, (config, run, got) in enumerate(runs, 1):
+        lines.append(f"| {i} | {config} | {got} | {run.cpu:.2f} | {run.result['crawl_cpu']:.2f} "
+                     f"| {run.result['crawl_wall']:.2f} | {run.cpu / n * 1e6:.0f} |")
+
+    def med(config: str, field: str) -> float:
+        vals = [r.cpu if field == "cpu" else float(r.result[field])
+                for c, r, _ in runs if c == config]
+        return statistics.median(vals)
+
+    ratio = med("plugin", "cpu") / med("stock", "cpu")
+    ratio_phase = med("plugin", "crawl_cpu") / med("stock", "crawl_cpu")
+    diff = (med("plugin", "cpu") - med("stock", "cpu")) / n * 1e6
+    diff_phase = (med("plugin", "crawl_cpu") - med("stock", "crawl_cpu")) / n * 1e6
+    verdict = "met" if ratio <= CPU_TARGET else "MISSED"
+    lines += [
+        "",
+        f"- process CPU, plugin / stock (ratio of the medians): **{ratio:.3f}** "
+        f"(target <= {CPU_TARGET}: {verdict}); difference **{diff:+.0f} µs CPU per request**",
+        f"- crawl-phase CPU, plugin / stock: {ratio_phase:.3f}; difference "
+        f"{diff_phase:+.0f} µs CPU per request", "",
+    ]
+    return lines
+
+
+# -- 2b. memory ----------------------------------------------------------------
+
+def run_memory(quick: bool) -> list[str]:
+    n_hosts, n_ips = (100_000, 10_000) if quick else (1_000_000, 100_000)
+    progress(f"memory: {n_hosts:,} hosts over {n_ips:,} IPs (tracemalloc)")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-X", "tracemalloc", "-m", "bench.memory",
+                           "--hosts", str(n_hosts), "--ips", str(n_ips)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    if proc.returncode != 0:
+        progress(f"  FAILED: {proc.stderr[-300:]}")
+        return ["## Memory", "", f"failed: {proc.stderr[-500:]}", ""]
+    m = json.loads(proc.stdout)
+    progress(f"  {m['per_live_host_total']:.0f} B per live host, after eviction "
+             f"{m['after_evict_vs_baseline']:.2f} x baseline")
+    per_host = m["per_live_host_total"]
+    after = m["after_evict_vs_baseline"]
+    sites = ", ".join(f"`{site}` {size / 1e6:.1f} MB" for site, size in m["leftover_sites"])
+    return [
+        "## Memory per tracked entry", "",
+        f"{m['hosts']:,} hosts over {m['ips']:,} IPs pushed through `HostTable` + `IPTable` on a "
+        "simulated clock (per host: `start`, `spend` on its IP, one `feedback` with a 200); "
+        "Python heap measured with `tracemalloc` (tracing from interpreter start, so the "
+        f"baseline is the imported package with empty tables). Fill took "
+        f"{m['fill_seconds']:.1f} s under tracing.", "",
+        "| measure | value | target |",
+        "| --- | ---: | --- |",
+        f"| baseline (traced heap) | {m['baseline_bytes'] / 1e6:.1f} MB | |",
+        f"| after filling | {m['filled_bytes'] / 1e6:.1f} MB | |",
+        f"| host table, bytes per host entry | {m['per_host_entry']:.0f} | |",
+        f"| IP table, bytes per IP entry | {m['per_ip_entry']:.0f} | |",
+        f"| IP table share per host entry | {m['ip_share_per_host']:.0f} | |",
+        f"| **total per live host entry** | **{per_host:.0f}** | <= {MEM_TARGET:.0f} "
+        f"({'met' if per_host <= MEM_TARGET else 'MISSED'}) |",
+        f"| after `evict()` ({m['evicted_hosts']:,} hosts, {m['evicted_ips']:,} IPs evicted, "
+        f"{m['left_after_evict']} left) | {m['evicted_bytes'] / 1e6:.1f} MB | |",
+        f"| **after eviction / baseline** | **{after:.2f}** | <= {EVICT_TARGET:.2f} "
+        f"({'met' if after <= EVICT_TARGET else 'MISSED'}) |",
+        "",
+        f"Still allocated after eviction, by source line: {sites or 'nothing notable'}.", "",
+    ]
+
+
+# -- 3. redis ------------------------------------------------------------------
+
+def run_redis(quick: bool) -> list[str]:
+    script = ROOT / "bench" / "bench_redis.py"
+    if not script.exists() or shutil.which("redis-server") is None:
+        why = "bench/bench_redis.py missing" if not script.exists() else "no redis-server"
+        progress(f"redis: skipped ({why})")
+        return ["## Redis backend", "", f"Skipped: {why}.", ""]
+    args = [sys.executable, str(script)]
+    if quick and "--quick" in script.read_text(encoding="utf-8"):
+        args.append("--quick")
+    progress(f"redis: {' '.join(args[1:])}")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    try:
+        proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=900, check=False)
+        body, code = proc.stdout + (proc.stderr[-3000:] if proc.returncode else ""), \
+            proc.returncode
+    except subprocess.TimeoutExpired:
+        body, code = "timed out after 900 s", -1
+    return ["## Redis backend (`bench/bench_redis.py`)", "", f"exit status {code}", "", "```",
+            body.rstrip(), "```", ""]
+
+
+# -- main ----------------------------------------------------------------------
+
+def header(argv: list[str]) -> list[str]:
+    try:
+        nproc = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        nproc = os.cpu_count() or 0
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    cmd = " ".join(["python -m bench", *argv])
+    return [
+        "# scrapy-politeness benchmark", "",
+        f"- date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}",
+        f"- machine: {platform.platform()}, {platform.machine()}, nproc {nproc}, "
+        f"load average at start {load}",
+        f"- Python {platform.python_version()}, Scrapy {scrapy.__version__}, "
+        f"Twisted {twisted.__version__}",
+        f"- command: `{cmd}`", "",
+        "Violations are counted on the server side (the farm's first-byte times) with a 15 ms "
+        "tolerance; see docs/benchmark.md for every column.", "",
+    ]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (development)")
+    parser.add_argument("--out", type=Path, help="also write the markdown report here")
+    names = [*SCENARIOS, *EXTRA_SECTIONS]
+    parser.add_argument("--only", action="append", metavar="NAME",
+                        help=f"run only these (repeat or comma-separate): {', '.join(names)}")
+    args = parser.parse_args(argv)
+    only = [n for item in args.only or [] for n in item.split(",") if n]
+    unknown = sorted(set(only) - set(names))
+    if unknown:
+        parser.error(f"unknown --only {unknown}; choose from {names}")
+    args.only = only or names
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    out = header(argv)
+    for name, make in SCENARIOS.items():
+        if name in args.only:
+            if not any(line.startswith("## Politeness") for line in out):
+                out += ["## Politeness scenarios", ""]
+            scenario = make(args.quick)
+            out += scenario_table(scenario, run_scenario(scenario))
+    if "overhead" in args.only:
+        out += run_overhead(args.quick)
+    if "memory" in args.only:
+        out += run_memory(args.quick)
+    if "redis" in args.only:
+        out += run_redis(args.quick)
+    out.append(f"Total benchmark time: {time.monotonic() - T0:.0f} s.")
+    text = "\n".join(out) + "\n"
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+        progress(f"wrote {args.out}")
+    progress(f"done in {time.monotonic() - T0:.0f} s")
+    return 0

@@ -1,0 +1,116 @@
+"""The benchmark's scenarios: farm spec, URL list, target interval, IP floor, T*.
+
+Every scenario states its target interval (the host spacing asked of every
+configuration) and its IP floor. The politeness contract judged on the server
+side: consecutive starts of one host at least ``interval`` apart, consecutive
+starts on one IP at least ``max(ip_floor, interval)`` apart, and no start of a
+host inside a Retry-After window it was given.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+DOMAIN = "farm.test"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    about: str
+    spec: dict[str, Any]
+    urls: list[tuple[str, str]]  # (host, path), in the order the spider yields them
+    interval: float
+    ip_floor: float
+    concurrent_requests: int = 16
+    extra: dict[str, Any] = field(default_factory=dict)  # settings for every config
+
+    @property
+    def ip_spacing(self) -> float:
+        return max(self.ip_floor, self.interval)
+
+    def host_ip(self) -> dict[str, str]:
+        return {h: raw["ip"] for h, raw in self.spec["hosts"].items()}
+
+    def rate_limits(self) -> dict[str, tuple[float, float]]:
+        """Host -> (rate_interval, retry_after) for the farm's rate-limited hosts."""
+        return {h: (float(raw.get("rate_interval", 1.0)), float(raw.get("retry_after", 1)))
+                for h, raw in self.spec["hosts"].items() if raw.get("kind") == "rate_limited"}
+
+    def lower_bound(self) -> tuple[float, str]:
+        """T*: the shortest wall time any polite crawl of these URLs can take.
+
+        Max over every host of (requests - 1) x interval, over every IP of
+        (requests - 1) x max(ip_floor, interval), and for a rate-limited host of
+        (requests - 1) x its server-side rate interval. Requests are counted
+        from the URL list, so retries do not inflate the bound. Returns the
+        bound and what sets it.
+        """
+        ips = self.host_ip()
+        per_host = Counter(h for h, _ in self.urls)
+        per_ip = Counter(ips[h] for h, _ in self.urls)
+        best = (0.0, "-")
+        for host, n in per_host.items():
+            best = max(best, ((n - 1) * self.interval, f"host {host}"))
+        for ip, n in per_ip.items():
+            best = max(best, ((n - 1) * self.ip_spacing, f"IP {ip}"))
+        for host, (rate, _) in self.rate_limits().items():
+            best = max(best, ((per_host[host] - 1) * rate, f"rate of {host}"))
+        return best
+
+
+def _pages(n: int) -> list[str]:
+    return [f"/p/{i}" for i in range(n)]
+
+
+def broad(quick: bool) -> Scenario:
+    n_hosts, n_ips, per_host = (8, 2, 2) if quick else (24, 4, 6)
+    ips = [f"127.0.0.{2 + i}" for i in range(n_ips)]
+    hosts = {f"b{i:02d}.{DOMAIN}": {"ip": ips[i % n_ips], "kind": "normal", "pages": per_host}
+             for i in range(n_hosts)}
+    urls = [(h, p) for p in _pages(per_host) for h in hosts]
+    return Scenario("broad", f"{n_hosts} hosts on {n_ips} IPs, {per_host} URLs each",
+                    {"ips": ips, "hosts": hosts}, urls, interval=0.5, ip_floor=0.25)
+
+
+def shared_ip(quick: bool) -> Scenario:
+    n_hosts, per_host = (6, 2) if quick else (16, 4)
+    hosts = {f"v{i:02d}.{DOMAIN}": {"ip": "127.0.0.2", "kind": "normal", "pages": per_host}
+             for i in range(n_hosts)}
+    urls = [(h, p) for p in _pages(per_host) for h in hosts]
+    return Scenario("shared-ip", f"{n_hosts} vhosts on 127.0.0.2, {per_host} URLs each",
+                    {"ips": ["127.0.0.2"], "hosts": hosts}, urls, interval=0.25, ip_floor=0.25)
+
+
+def head_of_line(quick: bool) -> Scenario:
+    big, n_small, per_small = (10, 4, 2) if quick else (40, 12, 3)
+    small_ips = [f"127.0.0.{3 + i}" for i in range(n_small)]
+    hosts: dict[str, Any] = {f"big.{DOMAIN}": {"ip": "127.0.0.2", "kind": "normal",
+                                               "pages": big}}
+    for i, ip in enumerate(small_ips):
+        hosts[f"s{i:02d}.{DOMAIN}"] = {"ip": ip, "kind": "normal", "pages": per_small}
+    urls = [(f"big.{DOMAIN}", p) for p in _pages(big)]
+    urls += [(h, p) for h in hosts if h != f"big.{DOMAIN}" for p in _pages(per_small)]
+    return Scenario("head-of-line",
+                    f"big host ({big} URLs, yielded first) then {n_small} hosts x {per_small} "
+                    "URLs, one IP each",
+                    {"ips": ["127.0.0.2", *small_ips], "hosts": hosts}, urls,
+                    interval=0.5, ip_floor=0.5, concurrent_requests=8)
+
+
+def rate_limited(quick: bool) -> Scenario:
+    n = 6 if quick else 20
+    host = f"limited.{DOMAIN}"
+    spec = {"ips": ["127.0.0.2"], "hosts": {host: {
+        "ip": "127.0.0.2", "kind": "rate_limited", "rate_interval": 1.0, "retry_after": 2,
+        "pages": n}}}
+    return Scenario("rate-limited",
+                    f"{n} URLs of a host answering 429 (Retry-After: 2) to requests less than "
+                    f"1.0 s after its last 200", spec, [(host, p) for p in _pages(n)],
+                    interval=0.5, ip_floor=0.25)
+
+
+SCENARIOS = {"broad": broad, "shared-ip": shared_ip, "head-of-line": head_of_line,
+             "rate-limited": rate_limited}

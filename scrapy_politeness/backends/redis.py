@@ -1,0 +1,319 @@
+"""Shared politeness state in Redis, so several crawler processes share ONE budget.
+
+Each step that must not interleave between processes (book a start on the
+host and IP buckets; fold an outcome into the AIMD state) is one Lua script
+run with EVALSHA: one round trip, atomic on the server. Instants are the
+server's clock (``TIME``); only relative delays cross the wire, so crawler
+machines with skewed clocks stay polite. Every key expires once idle.
+
+Losing Redis mid-crawl never lets a request out unbooked in ``"hold"`` mode
+(``reserve`` waits while one background probe reconnects with exponential
+backoff); in ``"local"`` mode the local buckets alone apply until it is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+from .base import SharedHost
+
+if TYPE_CHECKING:
+    from ..policy import Config, Signal
+
+__all__ = ["BackendUnavailable", "RedisBackend", "redact_url"]
+
+logger = logging.getLogger(__name__)
+
+_ON_LOSS = ("hold", "local")
+_LATENCY_ALPHA = 0.3  # HostTable's default EWMA weight
+
+
+class BackendUnavailable(ConnectionError):
+    """Redis cannot be reached (at start, or during an outage)."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password (userinfo or ``?password=``) replaced by ``***``."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        userinfo, _, hostport = netloc.rpartition("@")
+        netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
+    query = parts.query
+    if "password" in query.lower():
+        query = urlencode([(k, "***" if k.lower() == "password" else v)
+                           for k, v in parse_qsl(query, keep_blank_values=True)])
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def _secrets(url: str) -> list[str]:
+    parts = urlsplit(url)
+    found = [v for k, v in parse_qsl(parts.query) if k.lower() == "password" and v]
+    if parts.password:
+        found += [parts.password, unquote(parts.password)]
+    return sorted(set(found), key=len, reverse=True)
+
+
+def _script(name: str) -> str:
+    return files("scrapy_politeness.backends").joinpath("lua", name).read_text(encoding="utf-8")
+
+
+def _f(raw: Any) -> float:
+    return float(raw.decode() if isinstance(raw, bytes) else raw)
+
+
+def _host(reply: list[Any]) -> SharedHost:
+    adaptive, crawl_delay, nb_in, latency, streak, dead = reply[:6]
+    return SharedHost(_f(adaptive), _f(crawl_delay), _f(nb_in), _f(latency),
+                      int(streak), bool(int(dead)))
+
+
+def _is_zero_ip(ip: str | None) -> bool:
+    return not ip or ip == "0.0.0.0" or ip == "::"
+
+
+class RedisBackend:
+    """The ``SharedBackend`` on Redis (``redis://``, ``rediss://``, ``unix://``).
+
+    ``margin`` is added to every spacing, like ``POLITENESS_SEND_MARGIN`` on
+    the local gate: processes resume from their sleep with different slips.
+    ``idle_margin`` is how long a key outlives the longest wait it encodes
+    (ceiling, crawl-delay, Retry-After window). ``grace``: after the server
+    lost its state, how long every client gets to re-seed its pending
+    bookings before anyone books again.
+    """
+
+    def __init__(self, url: str, *, namespace: str, on_loss: str = "hold",
+                 margin: float = 0.01, idle_margin: float = 60.0,
+                 backoff: tuple[float, float] = (0.1, 5.0), grace: float = 1.0,
+                 socket_timeout: float = 5.0, connect_timeout: float = 2.0) -> None:
+        if on_loss not in _ON_LOSS:
+            raise ValueError(f"on_loss must be one of {_ON_LOSS!r}, got {on_loss!r}")
+        self.url = url
+        self.shown_url = redact_url(url)
+        self.namespace = namespace
+        self.on_loss = on_loss
+        self.margin = margin
+        self.idle_margin = idle_margin
+        self.backoff = backoff
+        self.grace = grace
+        self._secrets = _secrets(url)
+        self._socket_timeout = socket_timeout
+        self._connect_timeout = connect_timeout
+        self._client: Any = None
+        self._scripts: dict[str, Any] = {}
+        self._up = asyncio.Event()
+        self._probe: asyncio.Task[None] | None = None
+        self._lost_at = 0.0
+        # What survives a server that loses its state: the namespace epoch we
+        # booked under and our pending bookings (monotonic instants): per host
+        # (start, interval), per IP its next-eligible (see resync.lua).
+        self._epoch = ""
+        self._booked_hosts: dict[str, tuple[float, float]] = {}
+        self._booked_ips: dict[str, float] = {}
+        self._aborted = False
+        self.outages = 0
+
+    # -- life cycle ------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, PING and load the scripts; ``BackendUnavailable`` if unreachable."""
+        import redis.asyncio as aioredis
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+
+        # No client-side retries: reserve() owns the loss policy, and a blind
+        # retry of a script whose reply was lost would book twice.
+        self._client = aioredis.Redis.from_url(
+            self.url, socket_timeout=self._socket_timeout,
+            socket_connect_timeout=self._connect_timeout, retry=Retry(NoBackoff(), 0))
+        try:
+            await self._client.ping()
+            for name in ("reserve", "feedback", "crawl_delay", "resync"):
+                source = _script(name + ".lua")
+                self._scripts[name] = self._client.register_script(source)
+                await self._client.script_load(source)
+        except Exception as exc:
+            await self._client.aclose()
+            raise BackendUnavailable(
+                f"cannot use Redis at {self.shown_url}: {self._scrub(exc)}") from None
+        self._up.set()
+        logger.info("politeness: sharing state in Redis at %s (namespace %r, on loss: %s)",
+                    self.shown_url, self.namespace, self.on_loss)
+
+    async def close(self) -> None:
+        if self._client is not None and not self._up.is_set():
+            logger.info("politeness: closing while the Redis backend at %s is still "
+                        "unavailable (for %.1fs)", self.shown_url,
+                        time.monotonic() - self._lost_at)
+        self.abort_waiting()
+        if self._probe is not None:
+            self._probe.cancel()
+            await asyncio.gather(self._probe, return_exceptions=True)
+            self._probe = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def abort_waiting(self) -> None:
+        """Make reserves held by an outage raise ``BackendUnavailable`` (closing)."""
+        self._aborted = True
+        self._up.set()
+
+    # -- the three steps -------------------------------------------------
+
+    async def reserve(self, key: str, ip: str | None,
+                      config: Config) -> tuple[float, SharedHost | None]:
+        keys = [self._key("host", key), self._key("ns")]
+        if not _is_zero_ip(ip):
+            keys.append(self._key("ip", ip))
+        while True:
+            if not self._up.is_set():
+                if self.on_loss == "local":
+                    return 0.0, None
+                await self._up.wait()
+            if self._aborted:
+                raise BackendUnavailable(f"Redis backend at {self.shown_url} is closed")
+            args = [config.default, config.floor, config.ceiling, config.ip_floor,
+                    self.margin, self.idle_margin, self._epoch, uuid.uuid4().hex, self.grace]
+            try:
+                reply = await self._scripts["reserve"](keys=keys, args=args)
+                if reply[0] == b"resync":
+                    await self._resync()
+                    continue
+                if reply[0] == b"wait":  # the grace window after a state loss
+                    self._epoch = reply[2].decode()
+                    await asyncio.sleep(_f(reply[1]))
+                    continue
+            except Exception as exc:
+                if not self._is_loss(exc):
+                    raise
+                self._lost(exc)
+                continue
+            delay = max(0.0, _f(reply[0]))
+            host = SharedHost(_f(reply[1]), _f(reply[2]), _f(reply[3]), _f(reply[4]),
+                              int(reply[5]), bool(int(reply[6])))
+            self._epoch = reply[7].decode()
+            self._remember(key, ip, delay, host, config)
+            return delay, host
+
+    def _remember(self, key: str, ip: str | None, delay: float, host: SharedHost,
+                  config: Config) -> None:
+        """Keep our pending bookings, the only copy left if the server loses its state."""
+        start = time.monotonic() + delay
+        interval = config.host_interval(host.adaptive, host.crawl_delay)
+        self._booked_hosts[key] = (start, interval)
+        if ip is not None and not _is_zero_ip(ip):
+            spacing = max(config.ip_floor, config.host_interval(host.adaptive))
+            self._booked_ips[ip] = max(self._booked_ips.get(ip, 0.0), start + spacing)
+        if len(self._booked_hosts) + len(self._booked_ips) > 4096:
+            self._forget_past(start - delay)
+
+    def _forget_past(self, now: float) -> None:
+        self._booked_hosts = {k: v for k, v in self._booked_hosts.items() if v[0] + v[1] > now}
+        self._booked_ips = {k: v for k, v in self._booked_ips.items() if v > now}
+
+    async def _resync(self) -> None:
+        """Re-seed our pending bookings into a server that lost them; adopt its epoch."""
+        now = time.monotonic()
+        self._forget_past(now)
+        hosts, ips = list(self._booked_hosts.items()), list(self._booked_ips.items())
+        keys = ([self._key("ns")] + [self._key("host", k) for k, _ in hosts]
+                + [self._key("ip", ip) for ip, _ in ips])
+        args: list[Any] = [len(hosts), self.idle_margin]
+        for _, (start, interval) in hosts:
+            args += [start - now, interval]
+        args += [nxt - now for _, nxt in ips]
+        epoch = await self._scripts["resync"](keys=keys, args=args)
+        if epoch is not None:  # else lost again: the next reserve resyncs again
+            self._epoch = epoch.decode()
+        logger.info("politeness: the Redis backend lost its state; re-seeded %d pending "
+                    "host and %d IP bookings", len(hosts), len(ips))
+
+    async def feedback(self, key: str, signal: Signal, config: Config,
+                       dead_after: int) -> SharedHost:
+        args = [signal.status, signal.retry_after, signal.latency, config.default,
+                config.floor, config.ceiling, config.backoff, config.soft_widen,
+                config.narrow, config.latency_rise, config.latency_min_rise,
+                dead_after, _LATENCY_ALPHA, self.idle_margin]
+        reply = await self._run("feedback", [self._key("host", key)], args)
+        return _host(reply)
+
+    async def set_crawl_delay(self, key: str, delay: float) -> None:
+        """Keep the larger crawl-delay; during an outage only this process has it."""
+        try:
+            await self._run("crawl_delay", [self._key("host", key)],
+                            [delay, self.idle_margin])
+        except BackendUnavailable:
+            logger.debug("politeness: crawl-delay of %s not shared (Redis down)", key)
+
+    # -- plumbing --------------------------------------------------------
+
+    def _key(self, kind: str, name: str | None = None) -> str:
+        return f"{self.namespace}:{kind}" if name is None else f"{self.namespace}:{kind}:{name}"
+
+    async def _run(self, script: str, keys: list[str], args: list[Any]) -> list[Any]:
+        """One EVALSHA; a lost connection becomes ``BackendUnavailable`` at once."""
+        if not self._up.is_set() or self._aborted:
+            raise BackendUnavailable(f"Redis backend at {self.shown_url} is unavailable")
+        try:
+            reply: list[Any] = await self._scripts[script](keys=keys, args=args)
+        except Exception as exc:
+            if not self._is_loss(exc):
+                raise
+            self._lost(exc)
+            raise BackendUnavailable(
+                f"Redis backend at {self.shown_url} is unavailable") from None
+        return reply
+
+    @staticmethod
+    def _is_loss(exc: BaseException) -> bool:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+
+        return isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError,
+                                asyncio.TimeoutError))
+
+    def _scrub(self, exc: BaseException) -> str:
+        text = f"{type(exc).__name__}: {exc}"
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _lost(self, exc: BaseException) -> None:
+        """Enter an outage once: one WARNING, one probe task, however many callers."""
+        if not self._up.is_set() or self._aborted:
+            return
+        self._up.clear()
+        self._lost_at = time.monotonic()
+        self.outages += 1
+        what = ("holding every request until it is back" if self.on_loss == "hold"
+                else "using this process's local buckets until it is back")
+        logger.warning("politeness: lost the Redis backend at %s (%s); %s",
+                       self.shown_url, self._scrub(exc), what)
+        self._probe = asyncio.get_running_loop().create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        """PING with exponential backoff until the server answers again."""
+        assert self._client is not None
+        await self._client.connection_pool.disconnect()  # every pooled socket is stale
+        delay, cap = self.backoff
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await self._client.ping()
+                break
+            except Exception as exc:  # whatever it is, keep holding and retry
+                logger.debug("politeness: Redis still unavailable: %s", self._scrub(exc))
+                await self._client.connection_pool.disconnect()
+                delay = min(delay * 2, cap)
+        logger.info("politeness: the Redis backend at %s is back after %.1fs",
+                    self.shown_url, time.monotonic() - self._lost_at)
+        self._probe = None
+        self._up.set()

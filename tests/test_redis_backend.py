@@ -1,0 +1,408 @@
+"""The Redis backend against a real ``redis-server``: Lua steps vs the Python policy.
+
+The Lua scripts re-implement ``HostTable.feedback`` and the gate's booking
+rule; these tests hold them to the pure-Python reference on random signal
+sequences, and check spacing, server-clock use, expiry, outages and that a
+password never reaches a message or a log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+import time
+import uuid
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
+
+import pytest
+import pytest_twisted
+import redis
+from redis_server import RedisServer, redis_server_fixture, require_redis_server
+from twisted.internet.defer import Deferred
+
+from scrapy_politeness.backends import make_backend
+from scrapy_politeness.backends.redis import BackendUnavailable, RedisBackend, redact_url
+from scrapy_politeness.policy import Config, Signal
+from scrapy_politeness.policy.tables import HostTable
+
+T = TypeVar("T")
+LOGGER = "scrapy_politeness.backends.redis"
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    yield from redis_server_fixture()
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A server of the test's own, for tests that kill it."""
+    yield from redis_server_fixture()
+
+
+def aio(coro: Coroutine[Any, Any, T]) -> Deferred[T]:
+    """Run an asyncio coroutine on the reactor's loop from a Twisted test."""
+    return Deferred.fromFuture(asyncio.ensure_future(coro))
+
+
+def backend(server: RedisServer, **kw: Any) -> RedisBackend:
+    kw.setdefault("margin", 0.0)
+    return RedisBackend(server.url, namespace=f"t:{uuid.uuid4().hex[:8]}", **kw)
+
+
+def sync_client(server: RedisServer) -> redis.Redis:
+    return redis.Redis(host="127.0.0.1", port=server.port, decode_responses=True)
+
+
+def last_start(server: RedisServer, b: RedisBackend, key: str) -> float:
+    return float(sync_client(server).hget(f"{b.namespace}:host:{key}", "last_start") or "nan")
+
+
+# -- the AIMD contract -----------------------------------------------------------
+
+CONFIGS = [
+    Config(default=1.0, floor=0.25, ceiling=8.0),
+    Config(default=0.3, floor=0.3, ceiling=2.0, backoff=3.0, narrow=0.1, latency_min_rise=0.0),
+    Config(default=2.0, floor=0.0, ceiling=4.0, soft_widen=1.5, latency_rise=1.2),
+]
+
+
+def random_signal(rng: random.Random) -> Signal:
+    status = rng.choice([200, 200, 200, 200, 301, 404, 429, 500, 503, 0])
+    retry_after = rng.choice([0.0, 0.0, 0.0, rng.uniform(0.1, 6.0)])
+    latency = rng.choice([0.0, rng.uniform(0.001, 0.05), rng.uniform(0.05, 1.5)])
+    return Signal(status, retry_after, latency)
+
+
+async def _feedback_contract(server: RedisServer, seed: int) -> None:
+    rng = random.Random(seed)
+    config = CONFIGS[seed % len(CONFIGS)]
+    dead_after = rng.choice([2, 3, 5])
+    b = backend(server)
+    await b.open()
+    try:
+        table = HostTable(config, dead_after=dead_after)
+        for step in range(60):
+            signal = random_signal(rng)
+            shared = await b.feedback("h", signal, config, dead_after)
+            now = time.monotonic()
+            table.feedback("h", signal, now)
+            ref = table.get("h")
+            where = f"seed {seed} step {step} {signal}"
+            assert shared.adaptive == pytest.approx(ref.adaptive, abs=1e-9), where
+            assert shared.latency == pytest.approx(ref.latency, abs=1e-9), where
+            assert shared.ceiling_streak == ref.ceiling_streak, where
+            assert shared.dead == ref.dead, where
+            # The Retry-After window, anchored on each side's own clock.
+            assert shared.not_before_in == pytest.approx(max(0.0, ref.not_before - now),
+                                                         abs=0.05), where
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+@pytest.mark.parametrize("seed", range(6))
+async def test_feedback_equals_host_table(redis_server: RedisServer, seed: int) -> None:
+    await aio(_feedback_contract(redis_server, seed))
+
+
+# -- reserve: spacing, the IP rule, no IP bucket, the server's clock ----------------
+
+async def _spacing(server: RedisServer) -> None:
+    config = Config(default=0.4, floor=0.25, ceiling=10.0, ip_floor=0.1)
+    b = backend(server)
+    await b.open()
+    try:
+        delays, starts = [], []
+        for _ in range(4):
+            delay, shared = await b.reserve("one", "127.0.0.1", config)
+            assert shared is not None
+            delays.append(delay)
+            starts.append(last_start(server, b, "one"))
+        assert delays[0] == 0.0
+        for earlier, later in itertools.pairwise(starts):
+            assert later - earlier == pytest.approx(0.4, abs=1e-6)
+        # The delays are relative to the server's now: ~0.4, 0.8, 1.2 minus round trips.
+        for i, delay in enumerate(delays[1:], 1):
+            assert 0.4 * i - 0.05 < delay <= 0.4 * i
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_consecutive_reserves_are_one_interval_apart(redis_server: RedisServer) -> None:
+    await aio(_spacing(redis_server))
+
+
+async def _ip_rule(server: RedisServer) -> None:
+    config = Config(default=0.5, floor=0.25, ceiling=10.0, ip_floor=0.3)
+    b = backend(server)
+    await b.open()
+    try:
+        # a's crawl-delay spaces a only; its IP spacing is the clamped adaptive (0.5).
+        await b.set_crawl_delay("a", 2.0)
+        await b.set_crawl_delay("a", 1.0)  # keeps the max
+        _, shared = await b.reserve("a", "127.0.0.9", config)
+        assert shared is not None
+        assert shared.crawl_delay == 2.0
+        a0 = last_start(server, b, "a")
+        await b.reserve("b", "127.0.0.9", config)
+        b0 = last_start(server, b, "b")
+        assert b0 - a0 == pytest.approx(0.5, abs=1e-6)  # max(ip_floor, a's ip interval)
+        await b.reserve("a", "127.0.0.9", config)
+        a1 = last_start(server, b, "a")
+        assert a1 - a0 == pytest.approx(2.0, abs=1e-6)  # a's own interval: the crawl-delay
+        # Two hosts with no IP share nothing: both start now.
+        d1, _ = await b.reserve("x", None, config)
+        d2, _ = await b.reserve("y", None, config)
+        d3, _ = await b.reserve("z", "0.0.0.0", config)
+        assert d1 == d2 == d3 == 0.0
+        keys = sync_client(server).keys(f"{b.namespace}:ip:*")
+        assert keys == [f"{b.namespace}:ip:127.0.0.9"]
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_two_hosts_on_one_ip_and_no_ip_bucket_for_unknown_ip(
+        redis_server: RedisServer) -> None:
+    await aio(_ip_rule(redis_server))
+
+
+async def _skew(server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = Config(default=0.5, floor=0.25, ceiling=10.0)
+    b = backend(server)
+    await b.open()
+    try:
+        d0, _ = await b.reserve("skew", "127.0.0.2", config)
+        real = time.time
+        monkeypatch.setattr(time, "time", lambda: real() + 3600.0)  # an hour ahead
+        d1, _ = await b.reserve("skew", "127.0.0.2", config)
+        monkeypatch.setattr(time, "time", lambda: real() - 7200.0)  # two hours behind
+        d2, _ = await b.reserve("skew", "127.0.0.2", config)
+        assert d0 == 0.0
+        assert 0.45 < d1 <= 0.5
+        assert 0.95 < d2 <= 1.0
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_client_clock_is_irrelevant(redis_server: RedisServer,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    await aio(_skew(redis_server, monkeypatch))
+
+
+# -- expiry, round trips ---------------------------------------------------------------
+
+async def _expiry(server: RedisServer) -> None:
+    config = Config(default=0.3, floor=0.1, ceiling=0.5, ip_floor=0.1)
+    b = backend(server, idle_margin=0.3)
+    await b.open()
+    client = sync_client(server)
+    try:
+        for i in range(20):
+            await b.reserve(f"h{i}", f"10.1.0.{i % 3}", config)
+            await b.feedback(f"h{i}", Signal(503 if i % 4 == 0 else 200, 0.0, 0.01), config, 5)
+        keys = client.keys(f"{b.namespace}:*")
+        assert len(keys) == 20 + 3 + 1
+        assert all(client.pttl(k) > 0 for k in keys)
+        # Gone once idle: the last booked start (~2 s ahead: 7 hosts per IP at
+        # 0.3 s) + max(ceiling 0.5, interval) + the 0.3 s margin.
+        deadline = time.monotonic() + 6
+        while client.keys(f"{b.namespace}:*") and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert client.keys(f"{b.namespace}:*") == []
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_every_key_expires_when_idle(redis_server: RedisServer) -> None:
+    await aio(_expiry(redis_server))
+
+
+def _command_calls(client: redis.Redis) -> dict[str, int]:
+    stats = client.info("commandstats")
+    return {name: int(v["calls"]) for name, v in stats.items()}
+
+
+async def _round_trips(server: RedisServer) -> None:
+    config = Config()
+    b = backend(server)
+    await b.open()
+    client = sync_client(server)
+    try:
+        before = _command_calls(client)
+        for i in range(25):
+            await b.reserve(f"r{i % 5}", "127.2.0.1", config)
+            await b.feedback(f"r{i % 5}", Signal(200, 0.0, 0.02), config, 5)
+        after = _command_calls(client)
+        delta = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+        delta.pop("cmdstat_info", None)  # our own measurement
+        # Commands run inside scripts are not counted as client round trips... but
+        # Redis counts them in commandstats too: keep only what the client sent.
+        assert delta.get("cmdstat_evalsha") == 50
+        sent = {k: v for k, v in delta.items() if k in (
+            "cmdstat_evalsha", "cmdstat_eval", "cmdstat_script|load", "cmdstat_ping")}
+        assert sent == {"cmdstat_evalsha": 50}
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_one_round_trip_per_reserve_and_per_feedback(redis_server: RedisServer) -> None:
+    await aio(_round_trips(redis_server))
+
+
+# -- start-up failure and password redaction ----------------------------------------
+
+def test_redact_url() -> None:
+    assert redact_url("redis://:hunter2@h:1/0") == "redis://:***@h:1/0"
+    assert redact_url("rediss://u:p%40ss@h/0") == "rediss://u:***@h/0"
+    assert redact_url("redis://h/0?password=pw&db=1") == "redis://h/0?password=%2A%2A%2A&db=1"
+    assert redact_url("redis://h:6379/0") == "redis://h:6379/0"
+
+
+async def _unreachable(url: str) -> BackendUnavailable:
+    b = make_backend(url, namespace="t", on_loss="hold")
+    assert isinstance(b, RedisBackend)
+    with pytest.raises(BackendUnavailable) as info:
+        await b.open()
+    return info.value
+
+
+@pytest_twisted.ensureDeferred
+async def test_unreachable_at_start_raises_without_the_password(
+        caplog: pytest.LogCaptureFixture) -> None:
+    require_redis_server()
+    from redis_server import free_port
+
+    secret = "s3cr3t-Pa55"
+    url = f"redis://crawler:{secret}@127.0.0.1:{free_port()}/0"
+    caplog.set_level(logging.DEBUG)
+    exc = await aio(_unreachable(url))
+    assert secret not in str(exc)
+    assert secret not in repr(exc)
+    assert "redis://crawler:***@127.0.0.1" in str(exc)
+    assert exc.__cause__ is None
+    assert exc.__suppress_context__
+    assert secret not in caplog.text
+
+
+async def _wrong_password(server: RedisServer) -> BackendUnavailable:
+    # A server without a password refuses AUTH: the message must not echo it either.
+    return await _unreachable(f"redis://user:verysecret@127.0.0.1:{server.port}/0")
+
+
+@pytest_twisted.ensureDeferred
+async def test_auth_error_does_not_leak_the_password(redis_server: RedisServer) -> None:
+    exc = await aio(_wrong_password(redis_server))
+    assert "verysecret" not in str(exc)
+
+
+# -- losing Redis mid-crawl -------------------------------------------------------------
+
+async def _hold(server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
+    config = Config(default=0.3, floor=0.3, ceiling=10.0, ip_floor=0.3)
+    b = backend(server, on_loss="hold", backoff=(0.05, 0.4))
+    await b.open()
+    try:
+        for _ in range(3):  # books up to ~0.9 s ahead
+            await b.reserve("held", "127.3.0.1", config)
+        booked_until = time.monotonic() + 0.9
+        server.kill()
+        waiters = [asyncio.ensure_future(b.reserve("held", "127.3.0.1", config))
+                   for _ in range(5)]
+        with pytest.raises(BackendUnavailable):
+            await b.feedback("held", Signal(200), config, 5)  # dropped, not held
+        await asyncio.sleep(0.5)
+        assert not any(w.done() for w in waiters)  # nothing leaves without a booking
+        server.start()  # the same port, an empty dataset
+        results = await asyncio.wait_for(asyncio.gather(*waiters), 10)
+        assert all(shared is not None for _, shared in results)
+        got_at = time.monotonic()
+        starts = sorted(got_at + delay for delay, _ in results)
+        # The restarted server knew nothing, yet no new booking lands on the old ones.
+        assert starts[0] >= booked_until - 0.05
+        warnings = [r for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING]
+        infos = [r for r in caplog.records if r.name == LOGGER and "is back after" in r.message]
+        assert len(warnings) == 1
+        assert "holding" in warnings[0].message
+        assert len(infos) == 1
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_hold_mode_waits_for_redis_and_keeps_old_bookings(
+        own_redis: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    await aio(_hold(own_redis, caplog))
+
+
+async def _local(server: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
+    config = Config(default=0.3, floor=0.3, ceiling=10.0)
+    b = backend(server, on_loss="local", backoff=(0.05, 0.2))
+    await b.open()
+    try:
+        _, shared = await b.reserve("loc", "127.4.0.1", config)
+        assert shared is not None
+        server.kill()
+        started = time.monotonic()
+        answers = [await b.reserve("loc", "127.4.0.1", config) for _ in range(10)]
+        assert time.monotonic() - started < 1.0
+        assert all(a == (0.0, None) for a in answers)
+        await b.set_crawl_delay("loc", 3.0)  # not shared, not raised
+        server.start()
+        deadline = time.monotonic() + 5
+        shared = None
+        while shared is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            _, shared = await b.reserve("loc", "127.4.0.1", config)
+        assert shared is not None
+        warnings = [r for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING]
+        assert len(warnings) == 1
+        assert "local buckets" in warnings[0].message
+        assert sum("is back after" in r.message for r in caplog.records) == 1
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_local_mode_falls_back_at_once_and_logs_once(
+        own_redis: RedisServer, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
+    await aio(_local(own_redis, caplog))
+
+
+async def _unnoticed_restart(server: RedisServer) -> None:
+    config = Config(default=0.4, floor=0.4, ceiling=10.0, ip_floor=0.4)
+    a, b = backend(server, grace=0.5), backend(server, grace=0.5)
+    b.namespace = a.namespace
+    await a.open()
+    await b.open()
+    try:
+        await b.reserve("x", "127.5.0.1", config)
+        for _ in range(3):  # a books x up to ~1.6 s ahead
+            await a.reserve("x", "127.5.0.1", config)
+        booked_until = time.monotonic() + 1.6
+        server.kill()
+        server.start()  # empty, and neither client made a call while it was down
+        # b wants x again; a, still sleeping towards its bookings, makes any call
+        # within the grace window and re-seeds them.
+        (delay, shared), _ = await asyncio.gather(
+            b.reserve("x", "127.5.0.1", config), a.reserve("y", "127.5.0.9", config))
+        assert shared is not None
+        assert time.monotonic() + delay >= booked_until - 0.05
+    finally:
+        await a.close()
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_restart_nobody_noticed_still_keeps_old_bookings(own_redis: RedisServer) -> None:
+    await aio(_unnoticed_restart(own_redis))
