@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11:
 #   make demo   - crawl the bundled local site farm through the plugin
 #   make test   - lint, type-check and run the whole test suite
+#   make bench  - the side-by-side benchmark (about 8 minutes; writes bench/results.md)
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -23,6 +24,9 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python -m bench --out bench/results.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
