@@ -13,7 +13,7 @@ counts and the smallest start-to-start gap per host and per IP.
 The crawl also writes a decision trace (``POLITENESS_TRACE``) to
 ``.demo/trace.jsonl`` in the repository, and the demo draws it to
 ``.demo/timeline.png`` (interval per host over time, fetch starts, 429/5xx,
-per-IP load; needs matplotlib, the ``plot`` extra). See docs/observability.md.
+per-IP load; needs matplotlib, the ``plot`` extra). See README, "Observability and persistence".
 
 Exit status: 0 on success, 1 when the crawl failed, 2 when a gap was below
 the interval the plugin was asked to keep.

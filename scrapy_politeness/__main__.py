@@ -1,7 +1,7 @@
 """Command line: ``python -m scrapy_politeness plot trace.jsonl -o timeline.png``.
 
 Draws the timeline of a decision trace written with ``POLITENESS_TRACE``
-(see docs/observability.md). Needs matplotlib: ``pip install
+(see README, "Observability and persistence"). Needs matplotlib: ``pip install
 'scrapy-politeness[plot]'``; without it the command says so and exits with 2.
 """
 

@@ -130,7 +130,7 @@ class PolitenessMiddleware:
         s = crawler.settings
         self._robots_ua: str | None = s.get("ROBOTSTXT_USER_AGENT") or None
         self._default_ua: str = s.get("USER_AGENT") or ""
-        # Observability (docs/observability.md): the trace is None when off, and
+        # Observability (README, "Observability and persistence"): the trace is None when off, and
         # that one test is all the hot path pays for it.
         self._trace: TraceWriter | None = None
         self._start = 0.0  # the crawl start on the loop's clock (trace times)
@@ -607,7 +607,7 @@ class PolitenessMiddleware:
             )
             logger.info("Politeness report (hosts that waited most):\n%s", lines)
 
-    # -- observability and persistence (docs/observability.md) -----------------
+    # -- observability and persistence (README, "Observability and persistence") -----------------
 
     def _open_observability(self, spider: Spider) -> None:
         assert self._loop is not None
