@@ -61,7 +61,12 @@ def _secrets(url: str) -> list[str]:
 
 
 def _script(name: str) -> str:
-    return files("scrapy_politeness.backends").joinpath("lua", name).read_text(encoding="utf-8")
+    """A script's source; the host steps get the shared ``_host.lua`` prelude."""
+    lua = files("scrapy_politeness.backends").joinpath("lua")
+    source = lua.joinpath(name).read_text(encoding="utf-8")
+    if name in ("reserve.lua", "feedback.lua"):
+        source = lua.joinpath("_host.lua").read_text(encoding="utf-8") + source
+    return source
 
 
 def _f(raw: Any) -> float:

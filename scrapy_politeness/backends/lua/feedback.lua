@@ -25,21 +25,11 @@ local dead_after = tonumber(ARGV[12])
 local alpha = tonumber(ARGV[13])
 local idle = tonumber(ARGV[14])
 
-local function clamp(adaptive, crawl_delay)  -- Config.host_interval
-  local low = floor
-  if crawl_delay > floor then low = crawl_delay end
-  if adaptive < low then return low end
-  if adaptive > ceiling then
-    if low > ceiling then return low end
-    return ceiling
-  end
-  return adaptive
+local function clamp(adaptive, crawl_delay)
+  return host_clamp(adaptive, crawl_delay, floor, ceiling)
 end
 
-local function fmt(x) return string.format('%.17g', x) end
-
-local h = redis.call('HMGET', KEYS[1], 'adaptive', 'crawl_delay', 'last_start',
-                     'not_before', 'latency', 'streak', 'dead')
+local h = read_host(KEYS[1])
 local adaptive = tonumber(h[1]) or default
 local crawl_delay = tonumber(h[2]) or 0
 local last_start = tonumber(h[3])

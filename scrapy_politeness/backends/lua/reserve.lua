@@ -19,23 +19,11 @@ local margin = tonumber(ARGV[5])
 local idle = tonumber(ARGV[6])
 local client_epoch = ARGV[7]
 
--- Config.host_interval: clamp into [max(floor, crawl_delay), ceiling]; a
--- crawl-delay above the ceiling wins.
 local function clamp(adaptive, crawl_delay)
-  local low = floor
-  if crawl_delay > floor then low = crawl_delay end
-  if adaptive < low then return low end
-  if adaptive > ceiling then
-    if low > ceiling then return low end
-    return ceiling
-  end
-  return adaptive
+  return host_clamp(adaptive, crawl_delay, floor, ceiling)
 end
 
-local function fmt(x) return string.format('%.17g', x) end
-
-local h = redis.call('HMGET', KEYS[1], 'adaptive', 'crawl_delay', 'last_start',
-                     'not_before', 'latency', 'streak', 'dead')
+local h = read_host(KEYS[1])
 local adaptive = tonumber(h[1]) or default
 local crawl_delay = tonumber(h[2]) or 0
 local last_start = tonumber(h[3])

@@ -1,0 +1,22 @@
+-- _host.lua: prepended to reserve.lua and feedback.lua when they are loaded,
+-- so the clamp and the host hash layout exist once.
+
+-- Config.host_interval: clamp into [max(floor, crawl_delay), ceiling]; a
+-- crawl-delay above the ceiling wins.
+local function host_clamp(adaptive, crawl_delay, floor, ceiling)
+  local low = floor
+  if crawl_delay > floor then low = crawl_delay end
+  if adaptive < low then return low end
+  if adaptive > ceiling then
+    if low > ceiling then return low end
+    return ceiling
+  end
+  return adaptive
+end
+
+local function fmt(x) return string.format('%.17g', x) end
+
+local function read_host(key)
+  return redis.call('HMGET', key, 'adaptive', 'crawl_delay', 'last_start',
+                    'not_before', 'latency', 'streak', 'dead')
+end
