@@ -125,6 +125,7 @@ class PolitenessMiddleware:
         self._last_evict = 0.0
         self._closing = False
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._lag = 0.0  # recent event-loop resume lag, for _respend
         self._wrapped_resolver: Any = None
         self._our_resolver: Any = None
         s = crawler.settings
@@ -231,6 +232,8 @@ class PolitenessMiddleware:
         self._pump(submitted)
         if fut.done():
             release = fut.result()
+            if self._lag > 0.0005:
+                self._respend(release, submitted)
         else:
             self._waiters[fut] = submitted
             try:
@@ -293,21 +296,25 @@ class PolitenessMiddleware:
             state.dead = True
 
     def _respend(self, release: Release[Any], now: float) -> None:
-        """Move the spend from the timer's instant to the real start.
+        """Move the spend from the gate's release to the estimated real send.
 
-        The waiter resumes an event-loop turn (or, on a busy loop, several
-        milliseconds) after the gate released it; the server sees the fetch
-        later still. Spacing the next fetch from the later instant keeps
-        that slip from shortening the gap the server sees.
+        The waiter resumes ``lag`` after the gate released it (one event-loop
+        turn: microseconds on an idle machine, milliseconds on a busy one),
+        and its bytes leave about two turns later still. The spend moves to
+        ``now + 2 x lag``, with ``lag`` a slowly decaying maximum of the
+        recent resume lags, so a slow turn cannot shorten the gap the server
+        sees: overestimating this request's slip only ever widens the gap.
         """
-        if now <= release.at:
-            return
+        lag = now - release.at
+        est = self._lag * 0.95
+        self._lag = lag if lag > est else est
+        at = now + 2.0 * self._lag
         state = self.hosts.peek(release.key)
         if state is None:
             return
-        if now > state.last_start:
-            state.last_start = now
-        self.ips.spend(release.ip, now, state.ip_interval())
+        if at > state.last_start:
+            state.last_start = at
+        self.ips.spend(release.ip, at, state.ip_interval())
 
     def _check_not_dropped(self, key: str, now: float) -> None:
         state = self.hosts.peek(key)
