@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -38,9 +39,11 @@ def _group(arrivals: list[Arrival], key: str) -> dict[str, list[Arrival]]:
     return groups
 
 
-def _gaps(groups: dict[str, list[Arrival]], need: float) -> tuple[int, float | None]:
+def _gaps(groups: dict[str, list[Arrival]],
+          need_of: Callable[[str], float]) -> tuple[int, float | None]:
     bad, smallest = 0, None
-    for seq in groups.values():
+    for name, seq in groups.items():
+        need = need_of(name)
         for a, b in pairwise(seq):
             gap = b.t - a.t
             smallest = gap if smallest is None or gap < smallest else smallest
@@ -65,8 +68,8 @@ def retry_after_violations(arrivals: list[Arrival], retry_after: dict[str, float
 
 def judge(scenario: Scenario, arrivals: list[Arrival]) -> Judgement:
     ordered = sorted(arrivals, key=lambda a: a.t)
-    host_viol, min_host = _gaps(_group(ordered, "host"), scenario.interval)
-    ip_viol, min_ip = _gaps(_group(ordered, "ip"), scenario.ip_spacing)
+    host_viol, min_host = _gaps(_group(ordered, "host"), scenario.interval_of)
+    ip_viol, min_ip = _gaps(_group(ordered, "ip"), scenario.ip_spacing_of)
     ra = {h: wait for h, (_, wait) in scenario.rate_limits().items()}
     wanted = set(scenario.urls)
     ok = {(a.host, a.path) for a in ordered if a.status == 200} & wanted

@@ -105,11 +105,16 @@ def config_settings(config: str, scenario: Scenario, farm: Farm) -> dict[str, An
         settings.update(ADDONS=ADDON, POLITENESS_DEFAULT=interval, POLITENESS_FLOOR=interval,
                         POLITENESS_IP_FLOOR=scenario.ip_floor,
                         POLITENESS_DNS_NAMESERVERS=[farm.dns])
+        if scenario.host_intervals:
+            settings["POLITENESS_HOSTS"] = {h: {"floor": v}
+                                            for h, v in scenario.host_intervals.items()}
         if config == "plugin+default-queue":
             settings["SCHEDULER_PRIORITY_QUEUE"] = DEFAULT_QUEUE
         return settings
     settings["TWISTED_DNS_RESOLVER"] = STATIC_RESOLVER
     settings["DOWNLOAD_DELAY"] = interval
+    if scenario.host_intervals:
+        settings["DOWNLOAD_SLOTS"] = {h: {"delay": v} for h, v in scenario.host_intervals.items()}
     if config == "autothrottle":
         settings.update(AUTOTHROTTLE_ENABLED=True, AUTOTHROTTLE_START_DELAY=interval)
     elif config == "delay":

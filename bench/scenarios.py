@@ -26,6 +26,15 @@ class Scenario:
     ip_floor: float
     concurrent_requests: int = 16
     extra: dict[str, Any] = field(default_factory=dict)  # settings for every config
+    host_intervals: dict[str, float] = field(default_factory=dict)  # hosts slower than interval
+
+    def interval_of(self, host: str) -> float:
+        return self.host_intervals.get(host, self.interval)
+
+    def ip_spacing_of(self, ip: str) -> float:
+        """max(ip_floor, the largest interval of a host on ``ip``)."""
+        hosts = [h for h, i in self.host_ip().items() if i == ip]
+        return max([self.ip_floor, *(self.interval_of(h) for h in hosts)])
 
     @property
     def ip_spacing(self) -> float:
@@ -53,9 +62,9 @@ class Scenario:
         per_ip = Counter(ips[h] for h, _ in self.urls)
         best = (0.0, "-")
         for host, n in per_host.items():
-            best = max(best, ((n - 1) * self.interval, f"host {host}"))
+            best = max(best, ((n - 1) * self.interval_of(host), f"host {host}"))
         for ip, n in per_ip.items():
-            best = max(best, ((n - 1) * self.ip_spacing, f"IP {ip}"))
+            best = max(best, ((n - 1) * self.ip_spacing_of(ip), f"IP {ip}"))
         for host, (rate, _) in self.rate_limits().items():
             best = max(best, ((per_host[host] - 1) * rate, f"rate of {host}"))
         return best
@@ -112,5 +121,28 @@ def rate_limited(quick: bool) -> Scenario:
                     interval=0.5, ip_floor=0.25)
 
 
+def slow_head(quick: bool) -> Scenario:
+    """Head-of-line blocking by a slow host: its waiting requests hold the slots.
+
+    Scrapy's default queue balances by requests inside downloader slots; a
+    request waiting in the gate is not in one, so the slow host always looks
+    idle and keeps being handed requests that then sit in the gate.
+    """
+    n_slow, n_fast, per_fast = (3, 3, 8) if quick else (5, 8, 40)
+    fast_ips = [f"127.0.0.{3 + i}" for i in range(n_fast)]
+    hosts: dict[str, Any] = {f"slow.{DOMAIN}": {"ip": "127.0.0.2", "kind": "normal",
+                                                "pages": n_slow}}
+    for i, ip in enumerate(fast_ips):
+        hosts[f"f{i:02d}.{DOMAIN}"] = {"ip": ip, "kind": "normal", "pages": per_fast}
+    urls = [(f"slow.{DOMAIN}", p) for p in _pages(n_slow)]
+    urls += [(h, p) for p in _pages(per_fast) for h in hosts if h != f"slow.{DOMAIN}"]
+    return Scenario("slow-head",
+                    f"slow host ({n_slow} URLs, 3 s interval, yielded first) then {n_fast} "
+                    f"hosts x {per_fast} URLs at 0.5 s, one IP each",
+                    {"ips": ["127.0.0.2", *fast_ips], "hosts": hosts}, urls,
+                    interval=0.5, ip_floor=0.5, concurrent_requests=8,
+                    host_intervals={f"slow.{DOMAIN}": 3.0})
+
+
 SCENARIOS = {"broad": broad, "shared-ip": shared_ip, "head-of-line": head_of_line,
-             "rate-limited": rate_limited}
+             "slow-head": slow_head, "rate-limited": rate_limited}

@@ -142,6 +142,7 @@ class PolitenessMiddleware:
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
+        crawler.signals.connect(self._headers_received, signal=signals.headers_received)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -315,6 +316,29 @@ class PolitenessMiddleware:
         if at > state.last_start:
             state.last_start = at
         self.ips.spend(release.ip, at, state.ip_interval())
+
+    def _headers_received(self, request: Request, **kwargs: Any) -> None:
+        """Learn when the download really started, once its headers are in.
+
+        Scrapy's HTTP handler measures ``download_latency`` from the moment it
+        was called, so ``now - download_latency`` is that start. If it came
+        later than the spend (a stalled event loop between the release and
+        the handler), the buckets move to it, and the slip feeds the estimate
+        that ``_respend`` adds to the next starts.
+        """
+        dispatch = self._dispatched.get(request)
+        latency = request.meta.get("download_latency")
+        if dispatch is None or latency is None or self._loop is None:
+            return
+        started = self._loop.time() - latency
+        slip = started - dispatch.at
+        if slip / 2.0 > self._lag:
+            self._lag = slip / 2.0
+        state = self.hosts.peek(dispatch.key)
+        if state is None or started <= state.last_start:
+            return  # the spend already covered it (or a later start did)
+        state.last_start = started
+        self.ips.spend(dispatch.ip, started, state.ip_interval())
 
     def _check_not_dropped(self, key: str, now: float) -> None:
         state = self.hosts.peek(key)
