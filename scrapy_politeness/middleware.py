@@ -311,7 +311,7 @@ class PolitenessMiddleware:
         self._lag = lag if lag > est else est
         at = now + 2.0 * self._lag
         state = self.hosts.peek(release.key)
-        if state is None:
+        if state is None or release.interval <= 0:  # nothing to space (all intervals 0)
             return
         if at > state.last_start:
             state.last_start = at
@@ -327,15 +327,17 @@ class PolitenessMiddleware:
         that ``_respend`` adds to the next starts.
         """
         dispatch = self._dispatched.get(request)
+        if dispatch is None or self._loop is None:
+            return
         latency = request.meta.get("download_latency")
-        if dispatch is None or latency is None or self._loop is None:
+        if latency is None:
             return
         started = self._loop.time() - latency
         slip = started - dispatch.at
         if slip / 2.0 > self._lag:
             self._lag = slip / 2.0
         state = self.hosts.peek(dispatch.key)
-        if state is None or started <= state.last_start:
+        if state is None or started <= state.last_start or state.interval() <= 0:
             return  # the spend already covered it (or a later start did)
         state.last_start = started
         self.ips.spend(dispatch.ip, started, state.ip_interval())
