@@ -31,6 +31,7 @@ from .backends import SharedBackend, SharedHost, make_backend
 from .dns import DnsCache
 from .logstats import PeriodWaits, snapshot
 from .policy import Gate, HostTable, IPTable, Release, Signal, host_key, retry_after_of
+from .robots import robots_delay
 from .settings import PolitenessSettings
 from .trace import TraceWriter
 
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from scrapy.robotstxt import RobotParser
     from typing_extensions import Self
+
+    from .pinning import Pin
 
 __all__ = ["PolitenessMiddleware"]
 
@@ -126,8 +129,7 @@ class PolitenessMiddleware:
         self._closing = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._lag = 0.0  # recent event-loop resume lag, for _respend
-        self._wrapped_resolver: Any = None
-        self._our_resolver: Any = None
+        self._pin: Pin | None = None
         s = crawler.settings
         self._robots_ua: str | None = s.get("ROBOTSTXT_USER_AGENT") or None
         self._default_ua: str = s.get("USER_AGENT") or ""
@@ -510,7 +512,7 @@ class PolitenessMiddleware:
         if not hostname:
             return
         ua = self._robots_ua or request.headers.get(b"User-Agent") or self._default_ua
-        delay = _robots_delay(robotparser, ua)
+        delay = robots_delay(robotparser, ua)
         if delay is None:
             return
         key = self._key(hostname)
@@ -721,55 +723,12 @@ class PolitenessMiddleware:
         self.stats.set_value(_STATS + "dns/failures", st.failures)
 
     def _install_resolver(self) -> None:
-        from scrapy.utils.reactor import is_reactor_installed
+        from .pinning import install  # imports Twisted's reactor: only once the crawl runs
 
-        if not is_reactor_installed():  # TWISTED_REACTOR_ENABLED = False
-            logger.warning("No Twisted reactor: downloads will not be pinned to the IP the "
-                           "politeness gate accounted for (POLITENESS_DNS_PIN)")
-            return
-        from twisted.internet import reactor
-
-        from .pinning import PinnedNameResolver
-
-        current = getattr(reactor, "nameResolver", None)
-        if current is None or not hasattr(reactor, "installNameResolver"):
-            logger.warning("The reactor has no pluggable name resolver; downloads will not "
-                           "be pinned to the IP the politeness gate accounted for")
-            return
-        self._wrapped_resolver = current
-        self._our_resolver = PinnedNameResolver(current, self.dns.pinned)
-        reactor.installNameResolver(self._our_resolver)
+        self._pin = install(self.dns.pinned)
 
     def _restore_resolver(self) -> None:
-        if self._our_resolver is None:
-            return
-        from twisted.internet import reactor
+        if self._pin is not None:
+            self._pin.restore()
+            self._pin = None
 
-        if reactor.nameResolver is self._our_resolver:
-            reactor.installNameResolver(self._wrapped_resolver)
-        self._our_resolver = None
-
-
-def _robots_delay(robotparser: RobotParser, ua: str | bytes) -> float | None:
-    """The larger of Crawl-delay and 1/Request-rate, when either is usable."""
-    candidates: list[float] = []
-    try:
-        delay = robotparser.crawl_delay(ua)
-    except Exception:  # a broken parser backend must not break the crawl
-        logger.debug("crawl_delay() failed", exc_info=True)
-        delay = None
-    if delay is not None:
-        candidates.append(delay)
-    inner = getattr(robotparser, "rp", None)
-    request_rate = getattr(inner, "request_rate", None)
-    if callable(request_rate):
-        try:
-            rate = request_rate(ua if isinstance(ua, str) else ua.decode("latin-1"))
-        except Exception:
-            rate = None
-        requests = getattr(rate, "requests", None)
-        seconds = getattr(rate, "seconds", None)
-        if requests and seconds:
-            candidates.append(float(seconds) / float(requests))
-    usable = [d for d in candidates if isinstance(d, (int, float)) and math.isfinite(d) and d > 0]
-    return max(usable) if usable else None

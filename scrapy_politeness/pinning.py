@@ -8,6 +8,7 @@ handler, no rewritten URLs, Host header and TLS SNI untouched.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,7 +16,9 @@ from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IAddress, IHostnameResolver, IHostResolution
 from zope.interface import implementer  # type: ignore[import-untyped]
 
-__all__ = ["PinnedNameResolver"]
+__all__ = ["PinnedNameResolver", "install"]
+
+logger = logging.getLogger(__name__)
 
 
 @implementer(IHostResolution)
@@ -55,3 +58,37 @@ class PinnedNameResolver:
             resolutionReceiver.addressResolved(cls("TCP", ip, portNumber))
         resolutionReceiver.resolutionComplete()
         return resolution
+
+
+class Pin:
+    """An installed :class:`PinnedNameResolver`, restorable at spider close."""
+
+    def __init__(self, reactor: Any, wrapped: Any, ours: PinnedNameResolver) -> None:
+        self._reactor = reactor
+        self._wrapped = wrapped
+        self._ours = ours
+
+    def restore(self) -> None:
+        """Put the wrapped resolver back, unless someone replaced ours since."""
+        if self._reactor.nameResolver is self._ours:
+            self._reactor.installNameResolver(self._wrapped)
+
+
+def install(pinned: Callable[[str], str | None]) -> Pin | None:
+    """Wrap the reactor's name resolver; None (with a warning) where impossible."""
+    from scrapy.utils.reactor import is_reactor_installed
+
+    if not is_reactor_installed():  # TWISTED_REACTOR_ENABLED = False
+        logger.warning("No Twisted reactor: downloads will not be pinned to the IP the "
+                       "politeness gate accounted for (POLITENESS_DNS_PIN)")
+        return None
+    from twisted.internet import reactor
+
+    current = getattr(reactor, "nameResolver", None)
+    if current is None or not hasattr(reactor, "installNameResolver"):
+        logger.warning("The reactor has no pluggable name resolver; downloads will not "
+                       "be pinned to the IP the politeness gate accounted for")
+        return None
+    ours = PinnedNameResolver(current, pinned)
+    reactor.installNameResolver(ours)
+    return Pin(reactor, current, ours)

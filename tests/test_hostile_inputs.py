@@ -16,7 +16,8 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.robotstxt import ProtegoRobotParser, PythonRobotParser
 from scrapy.utils.test import get_crawler
 
-from scrapy_politeness.middleware import PolitenessMiddleware, _robots_delay
+from scrapy_politeness.middleware import PolitenessMiddleware
+from scrapy_politeness.robots import robots_delay
 
 UA = "farmbot"
 
@@ -47,18 +48,18 @@ def _protego(body: str) -> Any:
     ],
 )
 def test_robots_delay_from_protego(body: str, expected: float | None) -> None:
-    assert _robots_delay(_protego(body), UA) == expected
+    assert robots_delay(_protego(body), UA) == expected
 
 
 def test_robots_delay_from_the_stdlib_parser_and_a_broken_parser() -> None:
     rp = PythonRobotParser(b"User-agent: *\nCrawl-delay: 4\nRequest-rate: 1/8\n", None)
-    assert _robots_delay(rp, UA) == 8.0
+    assert robots_delay(rp, UA) == 8.0
 
     class Broken:
         def crawl_delay(self, ua: str) -> float:
             raise RuntimeError("boom")
 
-    assert _robots_delay(Broken(), UA) is None  # type: ignore[arg-type]
+    assert robots_delay(Broken(), UA) is None  # type: ignore[arg-type]
 
 
 def _middleware(**settings: Any) -> PolitenessMiddleware:
