@@ -29,14 +29,8 @@ local function clamp(adaptive, crawl_delay)
   return host_clamp(adaptive, crawl_delay, floor, ceiling)
 end
 
-local h = read_host(KEYS[1])
-local adaptive = tonumber(h[1]) or default
-local crawl_delay = tonumber(h[2]) or 0
-local last_start = tonumber(h[3])
-local not_before = tonumber(h[4]) or 0
-local prev = tonumber(h[5]) or 0
-local streak = tonumber(h[6]) or 0
-local dead = tonumber(h[7]) or 0
+local adaptive, crawl_delay, last_start, not_before, prev, streak, dead =
+  read_host(KEYS[1], default)
 
 -- Config.adapt, first match wins: failure, sharply rising latency, healthy.
 local failed = status == 0 or status == 429 or status >= 500

@@ -23,11 +23,8 @@ local function clamp(adaptive, crawl_delay)
   return host_clamp(adaptive, crawl_delay, floor, ceiling)
 end
 
-local h = read_host(KEYS[1])
-local adaptive = tonumber(h[1]) or default
-local crawl_delay = tonumber(h[2]) or 0
-local last_start = tonumber(h[3])
-local not_before = tonumber(h[4]) or 0
+local adaptive, crawl_delay, last_start, not_before, latency, streak, dead =
+  read_host(KEYS[1], default)
 local interval = clamp(adaptive, crawl_delay)
 
 -- HostState.eligible_at, plus the send margin the local gate adds too.
@@ -87,5 +84,5 @@ if redis.call('PTTL', KEYS[2]) < want then redis.call('PEXPIRE', KEYS[2], want) 
 
 local nb_in = not_before - now
 if nb_in < 0 then nb_in = 0 end
-return {fmt(start - now), fmt(adaptive), fmt(crawl_delay), fmt(nb_in), h[5] or '0',
-        tonumber(h[6]) or 0, tonumber(h[7]) or 0, epoch}
+return {fmt(start - now), fmt(adaptive), fmt(crawl_delay), fmt(nb_in), fmt(latency),
+        streak, dead, epoch}
