@@ -1,9 +1,12 @@
 """Resolving hosts to the IP the per-IP bucket is keyed on.
 
 dnspython's asyncio resolver keeps the reactor free; answers are cached by
-their TTL (clamped), failures briefly; concurrent lookups of one name share a
-single query (single flight). Names in the hosts file (``localhost`` among
-them) resolve from it, as the system would.
+their TTL (clamped), failures by their negative TTL (RFC 2308: the SOA of the
+authority section, bounded by ``negative_ttl``) with their kind, so a request
+to a failing name can fail at once. Concurrent lookups of one name share a
+single query (single flight) that no one caller can cancel for the others.
+Names in the hosts file (``localhost`` among them) resolve from it, as the
+system would.
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from pathlib import Path
 
 import dns.asyncresolver
 import dns.exception
+import dns.message
 import dns.nameserver
 import dns.rdatatype
 import dns.resolver
 
-from .policy import ip_literal
+from .policy import FailureKind, ip_literal
 
-__all__ = ["DnsCache", "DnsStats", "read_hosts_file"]
+__all__ = ["DnsCache", "DnsStats", "dns_failure_kind", "negative_ttl_of", "read_hosts_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +90,9 @@ class DnsCache:
         self._clock = clock
         self._hosts = read_hosts_file(hosts_file)
         self._cache: dict[str, tuple[str | None, float]] = {}
+        self._failed: dict[str, FailureKind] = {}  # the kind of each cached failure
         self._pins: dict[str, tuple[str, float]] = {}
-        self._inflight: dict[str, asyncio.Future[str | None]] = {}
+        self._inflight: dict[str, asyncio.Task[str | None]] = {}
         self._resolver = self._make_resolver(nameservers, timeout)
 
     @staticmethod
@@ -119,9 +124,17 @@ class DnsCache:
             return entry[0]
         return self.MISS
 
+    def failure(self, hostname: str) -> FailureKind:
+        """Why ``hostname`` last failed to resolve (``DNS_ERROR`` when unknown)."""
+        return self._failed.get(hostname, FailureKind.DNS_ERROR)
+
     def pin(self, hostname: str, ip: str) -> None:
-        """Remember that the gate accounted a fetch of ``hostname`` to ``ip``."""
-        self._pins[hostname] = (ip, self._clock())
+        """Remember that the gate accounted a fetch of ``hostname`` to ``ip``.
+
+        Stored under the spelling the resolver asks with (no trailing dot;
+        URL host names are already lower case), whatever the URL's spelling.
+        """
+        self._pins[hostname.rstrip(".")] = (ip, self._clock())
 
     def pinned(self, hostname: str) -> str | None:
         """The address the gate last accounted ``hostname`` to, if any."""
@@ -136,46 +149,59 @@ class DnsCache:
         cached = self.lookup(hostname)
         if cached is not self.MISS:
             return cached  # type: ignore[return-value]
-        pending = self._inflight.get(hostname)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        fut: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-        self._inflight[hostname] = fut
-        try:
-            ip, ttl = await self._query(hostname)
-        except BaseException as exc:  # the waiters must never hang
-            fut.set_exception(exc)
-            fut.exception()  # mark retrieved
-            raise
-        finally:
-            self._inflight.pop(hostname, None)
+        task = self._inflight.get(hostname)
+        if task is None:
+            # The query runs as its own task: a caller that is cancelled
+            # (a download given up) cancels its wait, not the others' answer.
+            task = asyncio.get_running_loop().create_task(self._lookup_and_cache(hostname))
+            self._inflight[hostname] = task
+            task.add_done_callback(lambda _t: self._inflight.pop(hostname, None))
+        return await asyncio.shield(task)
+
+    async def _lookup_and_cache(self, hostname: str) -> str | None:
+        ip, ttl, kind = await self._query(hostname)
         self._cache[hostname] = (ip, self._clock() + ttl)
-        fut.set_result(ip)
+        if kind is not None:
+            self._failed[hostname] = kind
+        else:
+            self._failed.pop(hostname, None)
         return ip
 
-    async def _query(self, hostname: str) -> tuple[str | None, float]:
+    async def _query(self, hostname: str) -> tuple[str | None, float, FailureKind | None]:
+        """(IP, seconds to cache it, None) or (None, negative TTL, failure kind)."""
         static = self._hosts.get(hostname)
         if static is not None:
-            return static, self.max_ttl
+            return static, self.max_ttl, None
         self.stats.lookups += 1
         try:
             if self._resolver is None:
-                return await self._getaddrinfo(hostname), self.min_ttl
+                ip = await self._getaddrinfo(hostname)
+                if ip is None:
+                    raise dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
+                return ip, self.min_ttl, None
+            no_answer: Exception = dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
             for rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
                 try:
                     answer = await self._resolver.resolve(hostname, rdtype, search=False)
-                except dns.resolver.NoAnswer:
+                except dns.resolver.NoAnswer as exc:
+                    no_answer = exc
                     continue
                 rrset = answer.rrset
                 if rrset is None or not len(rrset):
                     continue
                 ttl = min(max(float(rrset.ttl), self.min_ttl), self.max_ttl)
-                return rrset[0].to_text(), ttl
-            raise dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
+                return rrset[0].to_text(), ttl, None
+            raise no_answer
         except (dns.exception.DNSException, OSError, ValueError) as exc:
             self.stats.failures += 1
-            logger.debug("DNS lookup of %s failed: %r", hostname, exc)
-            return None, self.negative_ttl
+            kind = dns_failure_kind(exc)
+            ttl = self.negative_ttl
+            soa = negative_ttl_of(exc)
+            if soa is not None:
+                ttl = min(soa, self.negative_ttl)
+            logger.debug("DNS lookup of %s failed (%s, cached %.0fs): %r", hostname, kind, ttl,
+                         exc)
+            return None, ttl, kind
 
     @staticmethod
     async def _getaddrinfo(hostname: str) -> str | None:
@@ -188,6 +214,8 @@ class DnsCache:
         stale = [name for name, (_, expiry) in self._cache.items() if expiry <= now]
         for name in stale:
             del self._cache[name]
+        for name in stale:
+            self._failed.pop(name, None)
         old = [name for name, (_, at) in self._pins.items() if at <= pin_cutoff]
         for name in old:
             del self._pins[name]
@@ -196,3 +224,32 @@ class DnsCache:
         if len(old) > len(self._pins):
             self._pins = dict(self._pins)
         return len(stale) + len(old)
+
+
+def dns_failure_kind(exc: BaseException) -> FailureKind:
+    """NXDOMAIN, SERVFAIL (every nameserver failed), timeout, empty answer, or other."""
+    if isinstance(exc, dns.resolver.NXDOMAIN):
+        return FailureKind.DNS_NXDOMAIN
+    if isinstance(exc, dns.resolver.NoNameservers):
+        return FailureKind.DNS_SERVFAIL
+    if isinstance(exc, (dns.exception.Timeout, TimeoutError)):
+        return FailureKind.DNS_TIMEOUT
+    if isinstance(exc, dns.resolver.NoAnswer):
+        return FailureKind.DNS_NO_ANSWER
+    return FailureKind.DNS_ERROR
+
+
+def negative_ttl_of(exc: BaseException) -> float | None:
+    """RFC 2308: min(SOA TTL, SOA MINIMUM) from the authority section, if any."""
+    responses: list[dns.message.Message] = []
+    if isinstance(exc, dns.resolver.NXDOMAIN):
+        responses = [r for r in exc.responses().values()  # type: ignore[no-untyped-call]
+                     if r is not None]
+    elif isinstance(exc, dns.resolver.NoAnswer):
+        response = exc.kwargs.get("response")
+        if response is not None:
+            responses = [response]
+    ttls = [min(float(rrset.ttl), float(rrset[0].minimum))
+            for response in responses for rrset in response.authority
+            if rrset.rdtype == dns.rdatatype.SOA and len(rrset)]
+    return min(ttls) if ttls else None

@@ -18,7 +18,6 @@ import os
 import time
 import weakref
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -29,8 +28,19 @@ from scrapy.utils.httpobj import urlparse_cached
 from . import persistence
 from .backends import SharedBackend, SharedHost, make_backend
 from .dns import DnsCache
+from .failures import NameNotResolvedError, classify_exception
 from .logstats import PeriodWaits, snapshot
-from .policy import Gate, HostTable, IPTable, Release, Signal, host_key, retry_after_of
+from .policy import (
+    Gate,
+    HostTable,
+    IPTable,
+    Release,
+    Signal,
+    ip_literal,
+    reached_server,
+    retry_after_of,
+    server_clock,
+)
 from .robots import robots_delay
 from .settings import PolitenessSettings
 from .trace import TraceWriter
@@ -164,20 +174,9 @@ class PolitenessMiddleware:
 
     @staticmethod
     def _make_key_function(grouping: str) -> Callable[[str], str]:
-        if grouping == "host":
-            return lru_cache(maxsize=65536)(host_key)
-        from tldextract import TLDExtract
+        from .grouping import make_key_function
 
-        # The bundled public suffix list snapshot: no network fetch at start.
-        extract = TLDExtract(suffix_list_urls=(), cache_dir=None)
-
-        @lru_cache(maxsize=65536)
-        def domain_key(hostname: str) -> str:
-            key = host_key(hostname)
-            result = extract(key)
-            return result.top_domain_under_public_suffix or key
-
-        return domain_key
+        return make_key_function(grouping)
 
     def _ip_bucket(self, ip: str | None) -> str | None:
         """The IP bucket key, or None when unknown or exempt (CDN networks)."""
@@ -200,6 +199,8 @@ class PolitenessMiddleware:
             return None
         key = self._key(hostname)
         ip = self.dns.lookup(hostname)
+        if ip is DnsCache.MISS:  # an IP literal needs no DNS
+            ip = ip_literal(hostname)
         ip = self._ip_bucket(ip if isinstance(ip, str) else None)
         state = self.hosts.peek(key)
         margin = self.settings.send_margin
@@ -228,7 +229,10 @@ class PolitenessMiddleware:
         if ip is DnsCache.MISS:
             ip = await self.dns.resolve(hostname)
             if ip is None:
-                self.stats.inc_value(_STATS + "dns/failures_seen")
+                raise self._not_resolved(hostname, cached=False)
+            self._check_not_dropped(key, loop.time())  # declared dead during the lookup?
+        elif ip is None:  # the negative cache: fail at once, never wait in the gate
+            raise self._not_resolved(hostname, cached=True)
         submitted = loop.time()
         fut: asyncio.Future[Release[Any]] = loop.create_future()
         self.gate.submit(key, self._ip_bucket(ip), fut, submitted)  # type: ignore[arg-type]
@@ -344,7 +348,18 @@ class PolitenessMiddleware:
         state.last_start = started
         self.ips.spend(dispatch.ip, started, state.ip_interval())
 
+    def _not_resolved(self, hostname: str, *, cached: bool) -> NameNotResolvedError:
+        """The error a request to a name that does not resolve fails with, counted."""
+        kind = self.dns.failure(hostname)
+        self.stats.inc_value(_STATS + kind.value)
+        if cached:
+            self.stats.inc_value(_STATS + "dns/from_negative_cache")
+        return NameNotResolvedError(hostname, kind)
+
     def _check_not_dropped(self, key: str, now: float) -> None:
+        if self._closing:  # after the close drain nothing may wait a full interval
+            self.stats.inc_value(_STATS + "dropped/closing")
+            raise IgnoreRequest("politeness: spider closing")
         state = self.hosts.peek(key)
         if state is None:
             return
@@ -398,8 +413,9 @@ class PolitenessMiddleware:
             return response  # not ours: a cache hit, a non-network scheme
         retry_after = None
         raw = response.headers.getlist(b"Retry-After")
-        if raw:
-            retry_after = retry_after_of(raw, time.time())
+        if raw:  # an HTTP-date is measured on the server's clock (its Date header)
+            retry_after = retry_after_of(
+                raw, server_clock(response.headers.get(b"Date"), time.time()))
         latency = request.meta.get("download_latency") or 0.0
         self._feedback(dispatch.key, response.status, retry_after, float(latency),
                        ip=dispatch.ip)
@@ -411,6 +427,13 @@ class PolitenessMiddleware:
             return
         if isinstance(exception, IgnoreRequest):
             self.gate.done(dispatch.key)
+            self._pump()
+            return
+        kind = classify_exception(exception)
+        if not reached_server(kind):  # no server saw it: nothing to back off from
+            self.stats.inc_value(_STATS + kind.value)
+            self.gate.done(dispatch.key)
+            self._pump()
             return
         self._feedback(dispatch.key, 0, None, 0.0, ip=dispatch.ip)
 
@@ -512,7 +535,7 @@ class PolitenessMiddleware:
         if not hostname:
             return
         ua = self._robots_ua or request.headers.get(b"User-Agent") or self._default_ua
-        delay = robots_delay(robotparser, ua)
+        delay = robots_delay(robotparser, ua, on_error=self._robots_error)
         if delay is None:
             return
         key = self._key(hostname)
@@ -543,6 +566,10 @@ class PolitenessMiddleware:
         self.gate.touch(key)
         if self._loop is not None:
             self._pump()
+
+    def _robots_error(self, what: str, exc: BaseException) -> None:
+        self.stats.inc_value(_STATS + "robots/errors")
+        logger.warning("politeness: reading %s from robots.txt failed: %r", what, exc)
 
     # -- life cycle ----------------------------------------------------------
 
@@ -576,12 +603,20 @@ class PolitenessMiddleware:
             self._last_evict = now
             cutoff = now - self.settings.idle_ttl
             self.hosts.evict(cutoff)
+            self._prune_drop_reasons(now)
             self.ips.evict(now - self.settings.send_margin)
             self.dns.evict(cutoff)
             if len(self._exempt) > 65536:
                 self._exempt.clear()
             self._sync_dns_stats()
         self._watch = self._loop.call_later(_WATCH_EVERY, self._on_watch)
+
+    def _prune_drop_reasons(self, now: float) -> None:
+        """Forget the reasons of hosts neither dead nor parked any more (or evicted)."""
+        for key in [k for k in self._drop_reason
+                    if (s := self.hosts.peek(k)) is None
+                    or (not s.dead and s.parked_until <= now)]:
+            del self._drop_reason[key]
 
     def _engine_closing(self) -> bool:
         # Scrapy has no signal for "closing has begun"; the engine slot's

@@ -16,7 +16,7 @@ from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.interfaces import IAddress, IHostnameResolver, IHostResolution
 from zope.interface import implementer  # type: ignore[import-untyped]
 
-__all__ = ["PinnedNameResolver", "install"]
+__all__ = ["Pin", "PinnedNameResolver", "install", "install_on"]
 
 logger = logging.getLogger(__name__)
 
@@ -32,11 +32,24 @@ class _Resolution:
 
 @implementer(IHostnameResolver)
 class PinnedNameResolver:
-    """Answers pinned names with their pinned IP, delegates everything else."""
+    """Answers pinned names with their pinned IP, delegates everything else.
 
-    def __init__(self, wrapped: Any, pinned: Callable[[str], str | None]) -> None:
+    One is installed per reactor, shared by every crawler of the process:
+    each crawler adds its pin lookup on open and removes it on close, and the
+    last one out puts the wrapped resolver back. (A wrapper per crawler
+    would leave a stale one installed when crawlers close out of order.)
+    """
+
+    def __init__(self, wrapped: Any, pinned: Callable[[str], str | None] | None = None) -> None:
         self.wrapped = wrapped
-        self._pinned = pinned
+        self.lookups: list[Callable[[str], str | None]] = [] if pinned is None else [pinned]
+
+    def _pinned(self, name: str) -> str | None:
+        for lookup in self.lookups:
+            ip = lookup(name)
+            if ip is not None:
+                return ip
+        return None
 
     def resolveHostName(
         self,
@@ -61,17 +74,40 @@ class PinnedNameResolver:
 
 
 class Pin:
-    """An installed :class:`PinnedNameResolver`, restorable at spider close."""
+    """One crawler's pin lookup in the reactor's shared resolver."""
 
-    def __init__(self, reactor: Any, wrapped: Any, ours: PinnedNameResolver) -> None:
+    def __init__(self, reactor: Any, ours: PinnedNameResolver,
+                 pinned: Callable[[str], str | None]) -> None:
         self._reactor = reactor
-        self._wrapped = wrapped
         self._ours = ours
+        self._pinned = pinned
 
     def restore(self) -> None:
-        """Put the wrapped resolver back, unless someone replaced ours since."""
+        """Withdraw this crawler's pins; the last crawler out restores the
+        wrapped resolver (unless someone replaced ours since)."""
+        lookups = self._ours.lookups
+        if self._pinned in lookups:
+            lookups.remove(self._pinned)
+        if lookups:
+            return
         if self._reactor.nameResolver is self._ours:
-            self._reactor.installNameResolver(self._wrapped)
+            self._reactor.installNameResolver(self._ours.wrapped)
+
+
+def install_on(reactor: Any, pinned: Callable[[str], str | None]) -> Pin | None:
+    """Add ``pinned`` to ``reactor``'s shared pinning resolver, installing it if needed."""
+    current = getattr(reactor, "nameResolver", None)
+    if current is None or not hasattr(reactor, "installNameResolver"):
+        logger.warning("The reactor has no pluggable name resolver; downloads will not "
+                       "be pinned to the IP the politeness gate accounted for")
+        return None
+    if isinstance(current, PinnedNameResolver):
+        ours = current
+        ours.lookups.append(pinned)
+    else:
+        ours = PinnedNameResolver(current, pinned)
+        reactor.installNameResolver(ours)
+    return Pin(reactor, ours, pinned)
 
 
 def install(pinned: Callable[[str], str | None]) -> Pin | None:
@@ -84,11 +120,4 @@ def install(pinned: Callable[[str], str | None]) -> Pin | None:
         return None
     from twisted.internet import reactor
 
-    current = getattr(reactor, "nameResolver", None)
-    if current is None or not hasattr(reactor, "installNameResolver"):
-        logger.warning("The reactor has no pluggable name resolver; downloads will not "
-                       "be pinned to the IP the politeness gate accounted for")
-        return None
-    ours = PinnedNameResolver(current, pinned)
-    reactor.installNameResolver(ours)
-    return Pin(reactor, current, ours)
+    return install_on(reactor, pinned)

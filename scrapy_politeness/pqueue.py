@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 import time
 import weakref
 from contextlib import suppress
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from .middleware import Hint, PolitenessMiddleware
 
 __all__ = ["PolitenessAwarePriorityQueue", "clock"]
+
+logger = logging.getLogger(__name__)
 
 _NETWORK_KEY = ""  # the bucket of requests the gate ignores (data:, file:, no host)
 _MAX_REEVAL = 16  # gate look-ups per pop before taking the heap's top as is
@@ -455,16 +458,23 @@ class PolitenessAwarePriorityQueue:
         return state
 
     def _rescue(self) -> None:
-        rescued = 0
+        rescued = lost = 0
         for request in self._handed.undelivered():
             self._handed.forget(request)
             try:
                 self.push(request)
-            except ValueError:  # unserializable: it came from the memory queue
+            except ValueError as exc:  # unserializable: it came from the memory queue
+                lost += 1
+                logger.warning("politeness: cannot keep %s for the next run (JOBDIR): it "
+                               "cannot be serialised (%s); it is lost", request, exc)
                 continue
             rescued += 1
-        if rescued and self.crawler.stats is not None:
-            self.crawler.stats.inc_value("politeness/scheduler/rescued", rescued)
+        stats = self.crawler.stats
+        if stats is not None:
+            if rescued:
+                stats.inc_value("politeness/scheduler/rescued", rescued)
+            if lost:
+                stats.inc_value("politeness/scheduler/lost_unserializable", lost)
 
     def __len__(self) -> int:
         return self._len

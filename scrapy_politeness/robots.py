@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -14,18 +15,26 @@ __all__ = ["robots_delay"]
 logger = logging.getLogger(__name__)
 
 
-def robots_delay(robotparser: RobotParser, ua: str | bytes) -> float | None:
+def _log_error(what: str, exc: BaseException) -> None:
+    logger.warning("reading %s from robots.txt failed: %r", what, exc)
+
+
+def robots_delay(robotparser: RobotParser, ua: str | bytes, *,
+                 on_error: Callable[[str, BaseException], None] = _log_error,
+                 ) -> float | None:
     """The larger of Crawl-delay and 1/Request-rate, when either is usable.
 
     ``RobotParser.crawl_delay`` is Scrapy's (2.18+); Request-rate is read from
     the parser backend where it exposes one (Protego, Python's robotparser).
-    Garbage, NaN, infinite, zero and negative values give None.
+    Garbage, NaN, infinite, zero and negative values give None. A parser
+    that raises gives None too (a broken backend must not break the crawl),
+    but is reported to ``on_error`` (the middleware logs and counts it).
     """
     candidates: list[float] = []
     try:
         delay = robotparser.crawl_delay(ua)
-    except Exception:  # a broken parser backend must not break the crawl
-        logger.debug("crawl_delay() failed", exc_info=True)
+    except Exception as exc:
+        on_error("Crawl-delay", exc)
         delay = None
     if delay is not None:
         candidates.append(delay)
@@ -34,7 +43,8 @@ def robots_delay(robotparser: RobotParser, ua: str | bytes) -> float | None:
     if callable(request_rate):
         try:
             rate = request_rate(ua if isinstance(ua, str) else ua.decode("latin-1"))
-        except Exception:
+        except Exception as exc:
+            on_error("Request-rate", exc)
             rate = None
         requests = getattr(rate, "requests", None)
         seconds = getattr(rate, "seconds", None)

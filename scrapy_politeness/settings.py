@@ -223,6 +223,10 @@ class PolitenessSettings:
         values = {f: _number(s, raw(s)) for f, s in _CONFIG_FIELDS.items()}
         config = _config("POLITENESS_*", values)
 
+        grouping = raw("POLITENESS_HOST_GROUPING")
+        if grouping not in _GROUPING:
+            raise ValueError(f"POLITENESS_HOST_GROUPING must be one of {_GROUPING!r}, "
+                             f"got {grouping!r}")
         hosts_raw = raw("POLITENESS_HOSTS")
         if not isinstance(hosts_raw, Mapping):
             raise ValueError(f"POLITENESS_HOSTS must be a dict, got {hosts_raw!r}")
@@ -244,15 +248,13 @@ class PolitenessSettings:
                 merged["default"] = min(max(merged["default"], merged["floor"]),
                                         merged["ceiling"])
             hosts[host_key(host)] = _config(where, merged)
+        if hosts and grouping == "domain":
+            hosts = _by_domain(hosts)
 
         over_max = raw("POLITENESS_CRAWL_DELAY_OVER_MAX")
         if over_max not in _OVER_MAX:
             raise ValueError(f"POLITENESS_CRAWL_DELAY_OVER_MAX must be one of {_OVER_MAX!r}, "
                              f"got {over_max!r}")
-        grouping = raw("POLITENESS_HOST_GROUPING")
-        if grouping not in _GROUPING:
-            raise ValueError(f"POLITENESS_HOST_GROUPING must be one of {_GROUPING!r}, "
-                             f"got {grouping!r}")
         exempt = []
         for entry in _str_list("POLITENESS_IP_EXEMPT", raw("POLITENESS_IP_EXEMPT")):
             try:
@@ -316,6 +318,30 @@ class PolitenessSettings:
 
     def config_for(self, key: str) -> Config:
         return self.hosts.get(key, self.config)
+
+
+def _by_domain(hosts: dict[str, Config]) -> dict[str, Config]:
+    """Re-key host overrides by their group under ``POLITENESS_HOST_GROUPING="domain"``.
+
+    The group's bucket is the only one there is, so an override named for
+    one of its hosts applies to the whole group; two differing overrides for
+    one group cannot both hold.
+    """
+    from .grouping import make_key_function
+
+    key = make_key_function("domain")
+    grouped: dict[str, Config] = {}
+    named: dict[str, str] = {}
+    for host, config in hosts.items():
+        group = key(host)
+        if group in grouped and grouped[group] != config:
+            raise ValueError(
+                f"POLITENESS_HOSTS[{named[group]!r}] and POLITENESS_HOSTS[{host!r}] differ but "
+                f"both apply to the group {group!r} (POLITENESS_HOST_GROUPING='domain'); "
+                f"give one entry for {group!r}")
+        grouped[group] = config
+        named.setdefault(group, host)
+    return grouped
 
 
 def _config(where: str, values: dict[str, float]) -> Config:

@@ -4,7 +4,10 @@ Lets the crawler resolve *.farm.test to per-host loopback IPs without touching
 /etc/hosts, and lets tests inject DNS faults per host via the spec's "dns" key:
 servfail, nxdomain, timeout (no answer), truncate (TC over UDP, normal over
 TCP), cname (CNAME + target's records), rotate (successive A answers cycle
-through "ips"), v6only (no A, AAAA ::1). Unknown names get NXDOMAIN.
+through "ips"), v6only (no A, AAAA ::1). Unknown names get NXDOMAIN. NXDOMAIN
+and empty answers carry the zone's SOA in the authority section, as a real
+server does (RFC 2308): its MINIMUM (the spec's "dns_negative_ttl") is how
+long a resolver may cache the negative answer.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class DnsResolver:
         host = self._state.spec.hosts.get(name)
         if host is None:
             resp.set_rcode(dns.rcode.NXDOMAIN)
+            resp.authority.append(self._soa())
             return resp
         if question.rdclass != dns.rdataclass.IN:
             return resp
@@ -64,6 +68,7 @@ class DnsResolver:
             resp.set_rcode(dns.rcode.SERVFAIL)
         elif mode == "nxdomain":
             resp.set_rcode(dns.rcode.NXDOMAIN)
+            resp.authority.append(self._soa())
         elif mode == "truncate" and not over_tcp:
             resp.flags |= dns.flags.TC
         elif mode == "cname" and host.dns and host.dns.target:
@@ -77,7 +82,15 @@ class DnsResolver:
                 resp.answer.extend(self._addresses(target_host, owner, question.rdtype))
         else:
             resp.answer.extend(self._addresses(host, question.name, question.rdtype))
+            if not resp.answer:  # NODATA: the name exists, not this type
+                resp.authority.append(self._soa())
         return resp
+
+    def _soa(self) -> dns.rrset.RRset:
+        minimum = self._state.spec.dns_negative_ttl
+        return dns.rrset.from_text(
+            "farm.test.", minimum, "IN", "SOA",
+            f"ns.farm.test. hostmaster.farm.test. 1 3600 600 86400 {minimum}")
 
     def _ttl(self, host: HostSpec) -> int:
         return host.ttl if host.ttl is not None else self._state.spec.dns_ttl

@@ -63,6 +63,7 @@ class FarmSpec:
     port: int
     dns_ttl: int
     hosts: dict[str, HostSpec]
+    dns_negative_ttl: int = 60  # the SOA's TTL and MINIMUM: how long NXDOMAIN may be cached
 
     def host(self, name: str) -> HostSpec | None:
         """Look up a host by any spelling (case, trailing dot)."""
@@ -179,4 +180,5 @@ def parse_spec(raw: dict[str, Any]) -> FarmSpec:
         if name in hosts:
             raise SpecError(f"spec: duplicate host {name!r}")
         hosts[name] = _parse_host(name, raw_host, ips)
-    return FarmSpec(ips=ips, port=port, dns_ttl=_int(raw, "dns_ttl", 300, "spec"), hosts=hosts)
+    return FarmSpec(ips=ips, port=port, dns_ttl=_int(raw, "dns_ttl", 300, "spec"), hosts=hosts,
+                    dns_negative_ttl=_int(raw, "dns_negative_ttl", 60, "spec"))

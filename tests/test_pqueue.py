@@ -355,3 +355,21 @@ def test_close_takes_back_requests_the_gate_dropped(
 def test_state_of_another_queue_class_is_refused(mw: PolitenessMiddleware) -> None:
     with pytest.raises(ValueError, match="another SCHEDULER_PRIORITY_QUEUE"):
         _queue(mw.crawler, PickleLifoDiskQueue, "/nonexistent", [0, 1])
+
+
+def test_close_counts_and_logs_requests_it_cannot_serialise(
+        mw: PolitenessMiddleware, clock: Clock, tmp_path: Path,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A handed-out request from the memory queue that pickle refuses is lost, but not silently."""
+    memory = _queue(mw.crawler)
+    disk = _queue(mw.crawler, PickleFifoDiskQueue, str(tmp_path / "q"))
+    memory.push(Request(url("a.test"), callback=lambda response: None))  # no pickle for this
+    assert memory.pop() is not None
+    fake_engine(mw.crawler, set())
+    try:
+        disk.close()
+    finally:
+        fake_engine(mw.crawler, None)
+    assert mw.crawler.stats.get_value("politeness/scheduler/lost_unserializable") == 1
+    assert mw.crawler.stats.get_value("politeness/scheduler/rescued") is None
+    assert "cannot be serialised" in caplog.text

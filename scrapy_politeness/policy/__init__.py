@@ -5,13 +5,15 @@ about, tested on a fake clock and reused by any state backend.
 """
 
 from .config import Config, Signal, is_failure
+from .failures import FailureKind, backoff_cause, reached_server
 from .gate import Gate, Release
 from .keys import host_key, ip_literal
-from .retry_after import parse_retry_after, retry_after_of
+from .retry_after import parse_retry_after, retry_after_of, server_clock
 from .tables import HostState, HostTable, IPTable, Outcome
 
 __all__ = [
     "Config",
+    "FailureKind",
     "Gate",
     "HostState",
     "HostTable",
@@ -19,9 +21,12 @@ __all__ = [
     "Outcome",
     "Release",
     "Signal",
+    "backoff_cause",
     "host_key",
     "ip_literal",
     "is_failure",
     "parse_retry_after",
+    "reached_server",
     "retry_after_of",
+    "server_clock",
 ]

@@ -11,7 +11,37 @@ from collections.abc import Iterable
 from datetime import timezone
 from email.utils import parsedate_to_datetime
 
-__all__ = ["parse_retry_after", "retry_after_of"]
+__all__ = ["parse_retry_after", "retry_after_of", "server_clock"]
+
+
+def _http_date(text: str) -> float | None:
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:  # asctime form or "-0000": an HTTP-date is always GMT
+        when = when.replace(tzinfo=timezone.utc)
+    try:
+        stamp = when.timestamp()
+    except (OverflowError, ValueError, OSError):
+        return None
+    return stamp if math.isfinite(stamp) else None
+
+
+def server_clock(date: str | bytes | None, now_wall: float) -> float:
+    """The server's "now" (unix time) from its ``Date`` header, else ``now_wall``.
+
+    An HTTP-date Retry-After is an instant on the server's clock: measured
+    against ours, a local clock running ahead would bring us back early.
+    """
+    if isinstance(date, bytes):
+        date = date.decode("latin-1")
+    if not date:
+        return now_wall
+    stamp = _http_date(date.strip())
+    return now_wall if stamp is None else stamp
 
 
 def parse_retry_after(value: str | bytes | None, now_wall: float) -> float | None:
@@ -38,18 +68,10 @@ def parse_retry_after(value: str | bytes | None, now_wall: float) -> float | Non
         if math.isnan(seconds) or math.isinf(seconds) or seconds <= 0:
             return None
         return seconds
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
+    stamp = _http_date(text)
+    if stamp is None:
         return None
-    if when is None:
-        return None
-    if when.tzinfo is None:  # asctime form or "-0000": an HTTP-date is always GMT
-        when = when.replace(tzinfo=timezone.utc)
-    try:
-        delta = when.timestamp() - now_wall
-    except (OverflowError, ValueError, OSError):
-        return None
+    delta = stamp - now_wall
     return delta if delta > 0 else None
 
 
