@@ -4,7 +4,8 @@ Lets the crawler resolve *.farm.test to per-host loopback IPs without touching
 /etc/hosts, and lets tests inject DNS faults per host via the spec's "dns" key:
 servfail, nxdomain, timeout (no answer), truncate (TC over UDP, normal over
 TCP), cname (CNAME + target's records), rotate (successive A answers cycle
-through "ips"), v6only (no A, AAAA ::1). Unknown names get NXDOMAIN. NXDOMAIN
+through "ips"), v6only (no A, AAAA ::1), nodata (the name exists with no
+address at all). Unknown names get NXDOMAIN. NXDOMAIN
 and empty answers carry the zone's SOA in the authority section, as a real
 server does (RFC 2308): its MINIMUM (the spec's "dns_negative_ttl") is how
 long a resolver may cache the negative answer.
@@ -99,6 +100,8 @@ class DnsResolver:
         self, host: HostSpec, owner: dns.name.Name, rdtype: int
     ) -> list[dns.rrset.RRset]:
         mode = host.dns.mode if host.dns else None
+        if mode == "nodata":
+            return []
         ttl = self._ttl(host)
         if rdtype == dns.rdatatype.A:
             if mode == "v6only":

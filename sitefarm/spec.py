@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("normal", "slow", "rate_limited", "always_503")
-DNS_MODES = ("servfail", "nxdomain", "timeout", "truncate", "cname", "rotate", "v6only")
+DNS_MODES = ("servfail", "nxdomain", "timeout", "truncate", "cname", "rotate", "v6only",
+             "nodata")
 
 
 class SpecError(ValueError):
