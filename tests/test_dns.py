@@ -18,11 +18,14 @@ import pytest_twisted
 from twisted.internet.defer import Deferred
 
 from scrapy_politeness.dns import DnsCache, read_hosts_file
+from scrapy_politeness.pinning import PinnedNameResolver, install
+from scrapy_politeness.policy import FailureKind
 from sitefarm import Farm
 
 SPEC: dict[str, Any] = {
     "ips": ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6", "127.0.0.7"],
     "dns_ttl": 300,
+    "dns_negative_ttl": 5,  # the SOA minimum sent with NXDOMAIN and empty answers
     "hosts": {
         "ok.farm.test": {"ip": "127.0.0.2"},
         "zero.farm.test": {"ip": "127.0.0.3", "ttl": 0},
@@ -36,6 +39,7 @@ SPEC: dict[str, Any] = {
         "alias2.farm.test": {"ip": "127.0.0.2",
                              "dns": {"mode": "cname", "target": "ok.farm.test"}},
         "v6.farm.test": {"ip": "127.0.0.2", "dns": {"mode": "v6only"}},
+        "empty.farm.test": {"ip": "127.0.0.2", "dns": {"mode": "nodata"}},
         "moving.farm.test": {"ip": "127.0.0.2",
                              "dns": {"mode": "rotate", "ips": ["127.0.0.6", "127.0.0.7"]},
                              "ttl": 0},
@@ -208,3 +212,102 @@ async def test_pins_outlive_the_answer_until_evicted(farm: Farm) -> None:
     cache.evict(pin_cutoff=clock.now - 300)
     assert cache.pinned("ok.farm.test") is None
     assert len(cache) == 0
+
+
+@pytest.mark.parametrize(("name", "kind"), [
+    ("gone.farm.test", FailureKind.DNS_NXDOMAIN),
+    ("nowhere.farm.test", FailureKind.DNS_NXDOMAIN),
+    ("servfail.farm.test", FailureKind.DNS_SERVFAIL),
+    ("silent.farm.test", FailureKind.DNS_TIMEOUT),
+    ("empty.farm.test", FailureKind.DNS_NO_ANSWER),
+])
+@pytest_twisted.ensureDeferred
+async def test_each_failure_is_cached_with_its_kind(farm: Farm, name: str,
+                                                    kind: FailureKind) -> None:
+    cache = _cache(farm, timeout=0.3)
+    assert await resolve(cache, name) is None
+    assert cache.failure(name) is kind
+
+
+@pytest.mark.parametrize("name", ["gone.farm.test", "nowhere.farm.test", "empty.farm.test"])
+@pytest_twisted.ensureDeferred
+async def test_a_negative_answer_is_cached_for_the_soa_minimum(farm: Farm, name: str) -> None:
+    clock = Clock()
+    cache = _cache(farm, clock, negative_ttl=30.0)
+    assert await resolve(cache, name) is None
+    clock.now += 4.9
+    assert cache.lookup(name) is None  # the SOA says 5 s
+    clock.now += 0.2
+    assert cache.lookup(name) is DnsCache.MISS
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_soa_minimum_is_bounded_by_the_negative_ttl(farm: Farm) -> None:
+    clock = Clock()
+    cache = _cache(farm, clock, negative_ttl=2.0)
+    assert await resolve(cache, "gone.farm.test") is None
+    clock.now += 1.9
+    assert cache.lookup("gone.farm.test") is None
+    clock.now += 0.2
+    assert cache.lookup("gone.farm.test") is DnsCache.MISS
+
+
+@pytest_twisted.ensureDeferred
+async def test_one_caller_cancelled_does_not_cancel_the_shared_lookup(farm: Farm) -> None:
+    cache = _cache(farm)
+
+    async def two_callers() -> str | None:
+        first = asyncio.ensure_future(cache.resolve("ok.farm.test"))
+        second = asyncio.ensure_future(cache.resolve("ok.farm.test"))
+        await asyncio.sleep(0)  # both wait on one query in flight
+        assert not second.done()
+        first.cancel()
+        return await second
+
+    assert await Deferred.fromFuture(asyncio.ensure_future(two_callers())) == "127.0.0.2"
+
+
+class _Receiver:
+    def __init__(self) -> None:
+        self.addresses: list[str] = []
+
+    def resolutionBegan(self, resolution: Any) -> None:
+        pass
+
+    def addressResolved(self, address: Any) -> None:
+        self.addresses.append(address.host)
+
+    def resolutionComplete(self) -> None:
+        pass
+
+
+def test_a_pin_is_found_whatever_the_url_spelling(farm: Farm) -> None:
+    cache = _cache(farm)
+    cache.pin("ok.farm.test.", "127.0.0.9")  # the URL host had a trailing dot
+    receiver = _Receiver()
+
+    class Unpinned:
+        def resolveHostName(self, *args: Any) -> None:
+            raise AssertionError("the pinned name went to the wrapped resolver")
+
+    PinnedNameResolver(Unpinned(), cache.pinned).resolveHostName(receiver, "OK.farm.test.", 80)
+    assert receiver.addresses == ["127.0.0.9"]
+
+
+@pytest.mark.parametrize("a_first", [True, False])
+def test_two_crawlers_closing_in_any_order_restore_the_reactor_resolver(a_first: bool) -> None:
+    from twisted.internet import reactor
+
+    original = reactor.nameResolver
+    pin_a = install(lambda name: "127.0.0.2" if name == "a.test" else None)
+    pin_b = install(lambda name: "127.0.0.3" if name == "b.test" else None)
+    assert pin_a is not None
+    assert pin_b is not None
+    try:
+        first, second = (pin_a, pin_b) if a_first else (pin_b, pin_a)
+        first.restore()
+        assert reactor.nameResolver is not original  # the other crawler still pins
+        second.restore()
+        assert reactor.nameResolver is original
+    finally:
+        reactor.installNameResolver(original)
