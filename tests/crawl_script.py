@@ -15,19 +15,30 @@ from typing import Any
 import scrapy
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response
+from twisted.internet.error import DNSLookupError
+from twisted.python.failure import Failure
 
 
 class FarmSpider(scrapy.Spider):
     name = "farm"
 
-    def __init__(self, urls: list[str], follow: bool = True, **kwargs: Any) -> None:
+    def __init__(self, urls: list[str], follow: bool = True, errback: bool = False,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.urls = urls
         self.follow = follow
+        self.errback = self.failed if errback else None
 
     async def start(self) -> Any:
         for url in self.urls:
-            yield scrapy.Request(url, dont_filter=True)
+            yield scrapy.Request(url, dont_filter=True, errback=self.errback)
+
+    def failed(self, failure: Failure) -> Iterator[Any]:
+        """With ``errback`` in the job: one item per request that ended in an error."""
+        request = getattr(failure, "request", None)
+        yield {"url": request.url if request is not None else None,
+               "error": failure.type.__name__ if failure.type else None,
+               "dns_error": failure.check(DNSLookupError) is not None}
 
     def parse(self, response: Response) -> Iterator[Any]:
         meta = response.meta.get("politeness") or {}
@@ -35,7 +46,7 @@ class FarmSpider(scrapy.Spider):
                "waited": meta.get("waited"), "interval": meta.get("interval")}
         if self.follow:
             for href in response.css("a::attr(href)").getall():
-                yield response.follow(href, self.parse)
+                yield response.follow(href, self.parse, errback=self.errback)
 
 
 def main(path: str) -> None:
@@ -51,7 +62,8 @@ def main(path: str) -> None:
     }
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(FarmSpider)
-    process.crawl(crawler, urls=job["urls"], follow=job.get("follow", True))
+    process.crawl(crawler, urls=job["urls"], follow=job.get("follow", True),
+                  errback=job.get("errback", False))
     process.start()
     stats = {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
              for k, v in crawler.stats.get_stats().items()}

@@ -25,12 +25,13 @@ class CrawlResult:
 
 
 def run_crawl(urls: list[str], settings: dict[str, Any], *, follow: bool = True,
-              timeout: float = 180.0, check: bool = True) -> CrawlResult:
+              timeout: float = 180.0, check: bool = True, errback: bool = False) -> CrawlResult:
     with tempfile.TemporaryDirectory(prefix="crawl-") as tmp:
         job = {
             "urls": urls,
             "settings": settings,
             "follow": follow,
+            "errback": errback,
             "stats_out": str(Path(tmp, "stats.json")),
             "items_out": str(Path(tmp, "items.jsonl")),
         }

@@ -185,20 +185,68 @@ def test_closing_with_requests_waiting_finishes_promptly(farm_factory: Any) -> N
     assert len(farm.arrivals()) == 1
 
 
-def test_dns_failure_leaves_ip_unknown_and_is_counted(farm_factory: Any) -> None:
+def test_a_name_that_does_not_resolve_fails_at_once_with_a_dns_error(
+        farm_factory: Any) -> None:
     spec = {"ips": ["127.0.0.2"], "hosts": {
         "ok.farm.test": {"ip": "127.0.0.2", "kind": "normal", "pages": 1},
         "nodns.farm.test": {"ip": "127.0.0.2", "kind": "normal", "dns": {"mode": "servfail"}},
     }}
     farm = farm_factory(spec)
     result = run_crawl([farm.url("ok.farm.test"), farm.url("nodns.farm.test")],
-                       farm_settings(farm, RETRY_ENABLED=False, DNS_TIMEOUT=2))
-    assert result.stat("politeness/dns/failures") >= 1
-    # The request still went to Scrapy, which reported its own DNS error.
-    assert result.stat("politeness/dispatched") == 3
-    assert any("nodns.farm.test" in line and "DNS" in line.upper()
-               for line in result.log.splitlines())
+                       farm_settings(farm, RETRY_ENABLED=False), errback=True)
+    errors = [item for item in result.items if "error" in item]
+    assert errors == [{"url": farm.url("nodns.farm.test"), "error": "NameNotResolvedError",
+                       "dns_error": True}]  # the errback saw Twisted's DNSLookupError
+    assert result.stat("politeness/dns/servfail") == 1
+    assert result.stat("politeness/dispatched") == 2  # the failing name never reached the gate
+    assert not [k for k in result.stats if k.startswith("politeness/backoff/")]
     assert {a.host for a in farm.arrivals()} == {"ok.farm.test"}
+
+
+def test_a_crawl_where_30_percent_of_names_fail_dns_closes_promptly(farm_factory: Any) -> None:
+    """7 healthy hosts (2 per IP), 3 names failing DNS three ways, Scrapy's default retries.
+
+    The crawl must close, not stall in back-off: the closing time is checked
+    against a deliberately generous bound (a stall check, not a speed target;
+    the ratio against stock Scrapy is measured in bench/, scenario dns_faults).
+    """
+    interval, pages, dns_timeout = 0.3, 4, 1.0
+    ips = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
+    hosts: dict[str, Any] = {
+        f"h{n}.farm.test": {"ip": ips[n // 2], "kind": "normal", "pages": pages}
+        for n in range(7)}
+    failing = {"nx.farm.test": "nxdomain", "sf.farm.test": "servfail", "to.farm.test": "timeout"}
+    for host, mode in failing.items():
+        hosts[host] = {"ip": "127.0.0.2", "kind": "normal", "dns": {"mode": mode}}
+    farm = farm_factory({"ips": ips, "dns_negative_ttl": 30, "hosts": hosts})
+    result = run_crawl(
+        [farm.url(h) for h in hosts],
+        farm_settings(farm, POLITENESS_DEFAULT=interval, POLITENESS_FLOOR=interval,
+                      POLITENESS_IP_FLOOR=interval, POLITENESS_DNS_TIMEOUT=dns_timeout),
+        errback=True)
+    # Every healthy page fetched, politely; nothing of the failing names reached a server.
+    arrivals = farm.arrivals()
+    healthy = [h for h in hosts if h not in failing]
+    assert sorted({a.host for a in arrivals}) == sorted(healthy)
+    for host, starts in _by_host(arrivals).items():
+        assert len(starts) == pages + 1, host
+        assert_spacing(f"host {host} (dns faults)", [a.t for a in starts], interval)
+    for ip in ips:
+        assert_spacing(f"IP {ip} (dns faults)", [a.t for a in arrivals if a.ip == ip], interval)
+    # Each failing request ended in Scrapy's DNS error after its retries, seen by the errback.
+    errors = [item for item in result.items if "error" in item]
+    assert sorted(e["url"] for e in errors) == sorted(farm.url(h) for h in failing)
+    assert all(e["dns_error"] for e in errors)
+    assert result.stat("retry/count") == 2 * len(failing)
+    assert result.stat("politeness/dns/nxdomain") == 3
+    assert result.stat("politeness/dns/servfail") == 3
+    assert result.stat("politeness/dns/timeout") == 3
+    assert result.stat("politeness/dns/from_negative_cache") == 6  # the retries failed at once
+    # No host backed off because of DNS.
+    assert not [k for k in result.stats if k.startswith("politeness/backoff/")]
+    limit = (2 * (pages + 1) - 1) * interval  # two hosts' starts on one IP, back to back
+    bound = limit * 1.10 + (2 + 1) * dns_timeout + 2.0  # RETRY_TIMES = 2
+    assert result.stat("elapsed_time_seconds") < 3 * bound  # stalled crawls took > 120 s
 
 
 def test_a_bad_setting_stops_the_crawl_naming_setting_and_value(farm_factory: Any) -> None:
