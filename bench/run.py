@@ -45,7 +45,7 @@ ADDON = {"scrapy_politeness.Addon": 300}
 STATIC_RESOLVER = "bench.static_resolver.StaticResolver"
 DEFAULT_QUEUE = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 CONFIGS = ("plugin", "plugin+default-queue", "autothrottle", "delay+jitter", "delay")
-EXTRA_SECTIONS = ("overhead", "memory", "redis")
+EXTRA_SECTIONS = ("dns-faults", "overhead", "memory", "redis")
 CPU_TARGET = 1.15
 MEM_TARGET = 400.0
 EVICT_TARGET = 1.10
@@ -380,6 +380,10 @@ def main(argv: list[str] | None = None) -> int:
                 out += ["## Politeness scenarios", ""]
             scenario = make(args.quick)
             out += scenario_table(scenario, run_scenario(scenario))
+    if "dns-faults" in args.only:
+        from .dns_faults import run_dns_faults
+
+        out += run_dns_faults(args.quick)
     if "overhead" in args.only:
         out += run_overhead(args.quick)
     if "memory" in args.only:

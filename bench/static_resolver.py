@@ -7,7 +7,9 @@ must not use that code, so they get this resolver instead: set
 settings given to ``CrawlerProcess`` (the process-level settings decide the
 reactor's resolver, see ``scrapy.crawler.CrawlerProcess._setup_reactor``) and
 pass the map as JSON ``{"name": "ip", ...}`` in the environment variable
-:data:`ENV_VAR`. Unknown names fail like an NXDOMAIN.
+:data:`ENV_VAR`. Unknown names fail like an NXDOMAIN; a name mapped to
+``"timeout:SECONDS"`` fails after that long, like a DNS server that never
+answers (the dns-faults benchmark).
 """
 
 from __future__ import annotations
@@ -55,4 +57,9 @@ class StaticResolver:
         ip = self.hosts.get(name.rstrip(".").lower())
         if ip is None:
             return defer.fail(DNSLookupError(f"{name}: not in {ENV_VAR}"))
+        if ip.startswith("timeout:"):
+            d: defer.Deferred[str] = defer.Deferred()
+            self.reactor.callLater(float(ip.split(":", 1)[1]), d.errback,
+                                   DNSLookupError(f"{name}: timed out"))
+            return d
         return defer.succeed(ip)
