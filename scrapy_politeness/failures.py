@@ -87,7 +87,11 @@ class NameNotResolvedError(_ScrapyDnsError, DNSLookupError):
     ``RetryMiddleware`` retries it and an errback checking either sees it.
     """
 
-    def __init__(self, hostname: str, kind: FailureKind, *args: Any) -> None:
+    def __init__(self, hostname: str, kind: FailureKind = FailureKind.DNS_ERROR,
+                 *args: Any) -> None:
         super().__init__(f"politeness: cannot resolve {hostname} ({kind.value})", *args)
         self.hostname = hostname
         self.kind = kind
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self.__class__, (self.hostname, self.kind)
