@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/python example_project/demo.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check scrapy_politeness sitefarm tests example_project bench
+	$(BIN)/ruff check scrapy_politeness tests example_project bench
 	$(BIN)/mypy
 
 test: lint

@@ -31,7 +31,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from sitefarm import Arrival, Farm, demo_spec, host_gaps, ip_gaps, starts_by
+from scrapy_politeness._sitefarm import Arrival, Farm, demo_spec, host_gaps, ip_gaps, starts_by
 
 PROJECT = Path(__file__).resolve().parent
 TOLERANCE = 0.015  # seconds: timer and loopback jitter allowed below an interval

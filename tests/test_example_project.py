@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sitefarm import Farm, host_gaps, ip_gaps, starts_by
+from scrapy_politeness._sitefarm import Farm, host_gaps, ip_gaps, starts_by
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "example_project"

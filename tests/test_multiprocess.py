@@ -19,7 +19,7 @@ import pytest
 from crawling import CrawlResult, farm_settings, run_crawl
 from redis_server import RedisServer, redis_server_fixture
 
-from sitefarm import Arrival, Farm
+from scrapy_politeness._sitefarm import Arrival, Farm
 
 TOL = 0.015
 INTERVAL = 0.3
