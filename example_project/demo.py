@@ -69,7 +69,7 @@ def run_crawl(farm: Farm, hosts: list[str], stats_path: Path) -> tuple[int, str,
     )
     # LOG_LEVEL / STATS_DUMP only shape the log: the stats go to the JSON file.
     cmd = [sys.executable, "-m", "scrapy", "crawl", "farm",
-           "-s", "LOG_LEVEL=INFO", "-s", "STATS_DUMP=False",
+           "-s", "LOG_LEVEL=INFO", "-s", "STATS_DUMP=False", "-s", "POLITENESS_REPORT_STAT=True",
            "-s", f"POLITENESS_TRACE={TRACE_PATH}"]
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=PROJECT, env=env, capture_output=True, text=True,

@@ -29,10 +29,11 @@ from scrapy.utils.httpobj import urlparse_cached
 from . import persistence
 from .backends import SharedBackend, SharedHost, make_backend
 from .dns import DnsCache
-from .logstats import PeriodWaits, snapshot
+from .logstats import PeriodWaits, report_text, snapshot
 from .policy import Gate, HostTable, IPTable, Release, Signal, host_key, retry_after_of
 from .robots import robots_delay
 from .settings import PolitenessSettings
+from .startup import check_backend, start_line, warn_unknown_settings
 from .trace import TraceWriter
 
 if TYPE_CHECKING:
@@ -148,9 +149,11 @@ class PolitenessMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
+        warn_unknown_settings(crawler.settings)
         settings = PolitenessSettings.from_settings(crawler.settings)
         if not settings.enabled:
             raise NotConfigured("POLITENESS_ENABLED is False")
+        check_backend(settings.backend)
         from scrapy.utils.asyncio import is_asyncio_available
 
         if not is_asyncio_available():
@@ -158,6 +161,7 @@ class PolitenessMiddleware:
                 "scrapy-politeness needs an asyncio event loop: set TWISTED_REACTOR = "
                 "'twisted.internet.asyncioreactor.AsyncioSelectorReactor' (Scrapy's default)"
             )
+        logger.info("%s", start_line(settings, crawler.settings))
         return cls(crawler, settings)
 
     # -- keys --------------------------------------------------------------
@@ -258,8 +262,9 @@ class PolitenessMiddleware:
         self.stats.inc_value(_STATS + "dispatched")
         self._waits.add(waited)
         self._dispatched[request] = _Dispatch(key, release.at, ip)  # type: ignore[arg-type]
-        request.meta["politeness"] = {
-            "ip": ip, "key": key, "waited": waited, "interval": release.interval,
+        request.meta["politeness"] = {  # rounded: people read these (items, logs)
+            "ip": ip, "key": key, "waited": round(waited, 6),
+            "interval": round(release.interval, 6),
         }
         if self._trace is not None:
             self._trace.dispatch(loop.time(), key, ip=ip, url=request.url,  # type: ignore[arg-type]
@@ -632,15 +637,10 @@ class PolitenessMiddleware:
 
     def _report(self) -> None:
         rows = self.host_report(self.settings.report_hosts)
-        self.stats.set_value(_STATS + "report", rows)
+        if self.settings.report_stat:
+            self.stats.set_value(_STATS + "report", rows)
         if rows:
-            lines = "\n".join(
-                f"  {r['host']}: {r['requests']} requests, waited {r['waited']:.1f}s, "
-                f"interval {r['interval']:g}s, backoffs {r['backoffs'] or 0}, "
-                f"crawl-delay {r['crawl_delay']:g}s{', DEAD' if r['dead'] else ''}"
-                for r in rows
-            )
-            logger.info("Politeness report (hosts that waited most):\n%s", lines)
+            logger.info("Politeness report (hosts that waited most):\n%s", report_text(rows))
 
     # -- observability and persistence (README, "Observability and persistence") -----------------
 
