@@ -30,6 +30,7 @@ from . import persistence
 from .backends import SharedBackend, SharedHost, make_backend
 from .dns import DnsCache
 from .logstats import PeriodWaits, report_text, snapshot
+from .meta import bucket_of, bypasses
 from .policy import Gate, HostTable, IPTable, Release, Signal, host_key, retry_after_of
 from .robots import robots_delay
 from .settings import PolitenessSettings
@@ -200,9 +201,9 @@ class PolitenessMiddleware:
         uncached name has no IP yet). None for requests the gate ignores."""
         parsed = urlparse_cached(request)
         hostname = parsed.hostname
-        if parsed.scheme not in _NETWORK_SCHEMES or not hostname:
+        if parsed.scheme not in _NETWORK_SCHEMES or not hostname or bypasses(request.meta):
             return None
-        key = self._key(hostname)
+        key = bucket_of(request.meta, strict=False) or self._key(hostname)
         ip = self.dns.lookup(hostname)
         ip = self._ip_bucket(ip if isinstance(ip, str) else None)
         state = self.hosts.peek(key)
@@ -218,12 +219,36 @@ class PolitenessMiddleware:
         return Hint(key, ip, host_ready, ip_at + margin if ip_at else 0.0, interval,
                     ip_interval)
 
+    def _request_key(self, request: Request, hostname: str) -> str | None:
+        """The request's host bucket; None when it bypasses the gate (docs/reference/meta.md)."""
+        meta = request.meta
+        if bypasses(meta):
+            self.stats.inc_value(_STATS + "bypassed")
+            return None
+        key = bucket_of(meta)
+        if key is None:
+            return self._key(hostname)
+        self.stats.inc_value(_STATS + "bucket_from_meta")
+        return key
+
+    async def _resolve_only(self, hostname: str) -> None:
+        """A request that bypasses the gate still connects where the others do."""
+        if not self.settings.dns_pin:
+            return
+        ip = self.dns.lookup(hostname)
+        if ip is DnsCache.MISS:
+            ip = await self.dns.resolve(hostname)
+        if isinstance(ip, str):
+            self.dns.pin(hostname, ip)
+
     async def process_request(self, request: Request) -> None:
         parsed = urlparse_cached(request)
         if parsed.scheme not in _NETWORK_SCHEMES or not parsed.hostname:
             return
         hostname = parsed.hostname
-        key = self._key(hostname)
+        key = self._request_key(request, hostname)
+        if key is None:
+            return await self._resolve_only(hostname)
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()

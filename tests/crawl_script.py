@@ -20,14 +20,16 @@ from scrapy.http import Response
 class FarmSpider(scrapy.Spider):
     name = "farm"
 
-    def __init__(self, urls: list[str], follow: bool = True, **kwargs: Any) -> None:
+    def __init__(self, urls: list[str], follow: bool = True,
+                 meta: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.urls = urls
         self.follow = follow
+        self.start_meta = meta or {}  # Request.meta of every start request
 
     async def start(self) -> Any:
         for url in self.urls:
-            yield scrapy.Request(url, dont_filter=True)
+            yield scrapy.Request(url, dont_filter=True, meta=dict(self.start_meta))
 
     def parse(self, response: Response) -> Iterator[Any]:
         meta = response.meta.get("politeness") or {}
@@ -51,7 +53,8 @@ def main(path: str) -> None:
     }
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(FarmSpider)
-    process.crawl(crawler, urls=job["urls"], follow=job.get("follow", True))
+    process.crawl(crawler, urls=job["urls"], follow=job.get("follow", True),
+                  meta=job.get("meta"))
     process.start()
     stats = {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
              for k, v in crawler.stats.get_stats().items()}
