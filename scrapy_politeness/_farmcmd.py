@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_parser", "instructions", "run", "spider_source", "start_urls"]
+__all__ = ["add_parser", "demo_settings", "instructions", "run", "spider_source", "start_urls"]
 
 _SPIDER = '''"""The scrapy-politeness demo farm (from `python -m scrapy_politeness farm`)."""
 
@@ -27,6 +27,9 @@ import scrapy
 class FarmSpider(scrapy.Spider):
     name = "farm"
     start_urls = {urls!r}
+    # The farm's names exist only in its DNS server; the other values make the
+    # always-503 host reach the ceiling (and be declared dead) within seconds.
+    custom_settings = {settings!r}
 
     def parse(self, response):
         yield {{"url": response.url, "status": response.status,
@@ -58,8 +61,18 @@ def start_urls(farm: Any) -> list[str]:
     return urls
 
 
-def spider_source(urls: list[str]) -> str:
-    return _SPIDER.format(urls=urls)
+def demo_settings(farm: Any) -> dict[str, Any]:
+    """The settings a crawl of the farm needs (DNS) and those that keep it short."""
+    return {"POLITENESS_DNS_NAMESERVERS": [farm.dns], **_SHORT}
+
+
+# Seconds: start at 0.5 s per host, back off up to 4 s, a host 2 fetches at 4 s is dead.
+_SHORT = {"POLITENESS_DEFAULT": 0.5, "POLITENESS_FLOOR": 0.3, "POLITENESS_CEILING": 4.0,
+          "POLITENESS_DEAD_AFTER": 2}
+
+
+def spider_source(urls: list[str], settings: dict[str, Any]) -> str:
+    return _SPIDER.format(urls=urls, settings=settings)
 
 
 def instructions(farm: Any, spider_path: str | None) -> str:
@@ -72,23 +85,28 @@ def instructions(farm: Any, spider_path: str | None) -> str:
         "Hosts:",
         *(f"  {name:<20} {h['ip']}  {_what(h)}" for name, h in spec["hosts"].items()),
         "",
-        "Settings (settings.py of your project):",
+        "Settings: the add-on in your project's settings.py,",
         '  ADDONS = {"scrapy_politeness.Addon": 300}',
-        f'  POLITENESS_DNS_NAMESERVERS = ["{farm.dns}"]  # the farm names exist only there',
+        "and, for this farm (its names exist only in its DNS; short intervals for a short demo),",
+        *(f"  {k} = {v!r}" for k, v in demo_settings(farm).items()),
         "",
         "Start URLs:",
         *(f"  {u}" for u in start_urls(farm)),
         "",
     ]
     if spider_path:
-        lines += [f"Spider written to {spider_path} (name 'farm'). Crawl with:",
-                  "  scrapy crawl farm"]
+        lines += [f"Spider written to {spider_path}: name 'farm', these URLs, the farm settings "
+                  "above. Crawl with (about 30 s):", "  scrapy crawl farm"]
     else:
-        lines += ["Crawl with any spider that starts from these URLs, or rerun with",
-                  "  --spider myproject/spiders/farm.py   to get one, then: scrapy crawl farm"]
-    lines.append(f"Without editing settings.py: scrapy crawl farm "
-                 f"-s POLITENESS_DNS_NAMESERVERS={farm.dns}")
+        dash_s = " ".join(f"-s {k}={_cmdline(v)}" for k, v in demo_settings(farm).items())
+        lines += ["Crawl with a spider that starts from these URLs (rerun with --spider "
+                  "myproject/spiders/farm.py to get one), for example:",
+                  f"  scrapy crawl SPIDER {dash_s}"]
     return "\n".join(lines)
+
+
+def _cmdline(value: Any) -> str:
+    return ",".join(value) if isinstance(value, list) else str(value)
 
 
 def _what(host: dict[str, Any]) -> str:
@@ -120,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
         if args.spider:
             path = Path(args.spider)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(spider_source(start_urls(farm)), encoding="utf-8")
+            path.write_text(spider_source(start_urls(farm), demo_settings(farm)),
+                            encoding="utf-8")
         print(instructions(farm, args.spider), flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             stop.wait()

@@ -86,6 +86,7 @@ def report_text(rows: list[dict[str, Any]]) -> str:
         backoffs = " ".join(f"{cause}:{n}" for cause, n in sorted(r["backoffs"].items()))
         lines.append(
             f"  {r['host']}: {r['requests']} requests, waited {r['waited']:.1f}s, "
-            f"interval {round(r['interval'], 3):g}s, backoffs {backoffs or 'none'}, "
-            f"crawl-delay {round(r['crawl_delay'], 3):g}s{', DEAD' if r['dead'] else ''}")
+            f"interval {round(r['interval'], 3):g}s, backoffs {backoffs or 'none'}"
+            + (f", crawl-delay {round(r['crawl_delay'], 3):g}s" if r["crawl_delay"] else "")
+            + (", DEAD" if r["dead"] else ""))
     return "\n".join(lines)

@@ -662,6 +662,9 @@ class PolitenessMiddleware:
 
     def _report(self) -> None:
         rows = self.host_report(self.settings.report_hosts)
+        waited = self.stats.get_value(_STATS + "wait_seconds")
+        if waited is not None:  # a sum of floats: 164.302535222002 helps nobody
+            self.stats.set_value(_STATS + "wait_seconds", round(waited, 3))
         if self.settings.report_stat:
             self.stats.set_value(_STATS + "report", rows)
         if rows:

@@ -164,3 +164,11 @@ def test_report_numbers_carry_no_float_noise(caplog: pytest.LogCaptureFixture) -
     text = caplog.records[-1].getMessage()
     assert "interval 0.9s" in text
     assert "crawl-delay 0.3s" in text
+
+
+def test_wait_seconds_stat_is_rounded_at_the_end() -> None:
+    mw = _middleware()
+    for _ in range(3):
+        mw.stats.inc_value("politeness/wait_seconds", 0.1)  # 0.30000000000000004
+    mw._report()
+    assert mw.stats.get_value("politeness/wait_seconds") == 0.3
