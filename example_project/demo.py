@@ -4,7 +4,7 @@ Run from anywhere with the project's virtualenv Python::
 
     python example_project/demo.py
 
-It starts sitefarm's demo farm (eight virtual hosts on three loopback IPs,
+It starts the bundled demo farm (eight virtual hosts on three loopback IPs,
 plus a loopback DNS server), runs ``scrapy crawl farm`` in this project as a
 subprocess, then compares what the crawler reported (the stats JSON written by
 ``farmcrawl.extensions.StatsToJson``) with what the SERVER measured: request
@@ -13,7 +13,7 @@ counts and the smallest start-to-start gap per host and per IP.
 The crawl also writes a decision trace (``POLITENESS_TRACE``) to
 ``.demo/trace.jsonl`` in the repository, and the demo draws it to
 ``.demo/timeline.png`` (interval per host over time, fetch starts, 429/5xx,
-per-IP load; needs matplotlib, the ``plot`` extra). See README, "Observability and persistence".
+per-IP load; needs matplotlib, the ``plot`` extra). See docs/usage/observability.md.
 
 Exit status: 0 on success, 1 when the crawl failed, 2 when a gap was below
 the interval the plugin was asked to keep.

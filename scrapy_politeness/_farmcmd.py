@@ -102,6 +102,8 @@ def instructions(farm: Any, spider_path: str | None) -> str:
         lines += ["Crawl with a spider that starts from these URLs (rerun with --spider "
                   "myproject/spiders/farm.py to get one), for example:",
                   f"  scrapy crawl SPIDER {dash_s}"]
+    lines += ["", f"What the sites saw (every request, first-byte time t): "
+                  f"curl -s http://{farm.control}/arrivals"]
     return "\n".join(lines)
 
 

@@ -92,7 +92,7 @@ class _Dispatch:
 class PolitenessMiddleware:
     """Per-host and per-IP buckets in step, fed back by every outcome.
 
-    See the README for the settings; the policy itself lives in
+    See docs/reference/settings.md for the settings; the policy itself lives in
     :mod:`scrapy_politeness.policy` and knows nothing of Scrapy.
     """
 
@@ -135,7 +135,7 @@ class PolitenessMiddleware:
         s = crawler.settings
         self._robots_ua: str | None = s.get("ROBOTSTXT_USER_AGENT") or None
         self._default_ua: str = s.get("USER_AGENT") or ""
-        # Observability (README, "Observability and persistence"): the trace is None when off, and
+        # Observability (docs/usage/observability.md): the trace is None when off, and
         # that one test is all the hot path pays for it.
         self._trace: TraceWriter | None = None
         self._start = 0.0  # the crawl start on the loop's clock (trace times)
@@ -670,7 +670,7 @@ class PolitenessMiddleware:
         if rows:
             logger.info("Politeness report (hosts that waited most):\n%s", report_text(rows))
 
-    # -- observability and persistence (README, "Observability and persistence") -----------------
+    # -- observability and persistence (docs/usage/observability.md) ---------------------------
 
     def _open_observability(self, spider: Spider) -> None:
         assert self._loop is not None
