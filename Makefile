@@ -12,14 +12,14 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,redis,plot]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,redis,plot]'
 	touch $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python example_project/demo.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check scrapy_politeness sitefarm tests example_project bench
+	$(BIN)/ruff check scrapy_politeness tests example_project bench
 	$(BIN)/mypy
 
 test: lint

@@ -29,9 +29,9 @@ from test_multiprocess import (
     split_urls,
 )
 
+from scrapy_politeness._sitefarm import Farm
 from scrapy_politeness.backends.redis import RedisBackend
 from scrapy_politeness.policy import Config, Signal
-from sitefarm import Farm
 
 N = 5000
 CONCURRENCY = 50

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sitefarm import Farm
+from scrapy_politeness._sitefarm import Farm
 
 from .metrics import judge
 from .run import ADDON, STATIC_RESOLVER, progress, run_crawl

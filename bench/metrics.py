@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
-from sitefarm import Arrival
+from scrapy_politeness._sitefarm import Arrival
 
 from .scenarios import Scenario
 

@@ -34,7 +34,7 @@ from typing import Any
 import scrapy
 import twisted
 
-from sitefarm import Farm
+from scrapy_politeness._sitefarm import Farm
 
 from .metrics import Judgement, judge
 from .scenarios import SCENARIOS, Scenario

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from crawling import farm_settings, run_crawl
 
-from sitefarm import Farm, starts_by
+from scrapy_politeness._sitefarm import Farm, starts_by
 
 INTERVAL = 0.25
 SPEC = {"ips": ["127.0.0.2", "127.0.0.3"], "hosts": {

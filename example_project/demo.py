@@ -4,7 +4,7 @@ Run from anywhere with the project's virtualenv Python::
 
     python example_project/demo.py
 
-It starts sitefarm's demo farm (eight virtual hosts on three loopback IPs,
+It starts the bundled demo farm (eight virtual hosts on three loopback IPs,
 plus a loopback DNS server), runs ``scrapy crawl farm`` in this project as a
 subprocess, then compares what the crawler reported (the stats JSON written by
 ``farmcrawl.extensions.StatsToJson``) with what the SERVER measured: request
@@ -13,7 +13,7 @@ counts and the smallest start-to-start gap per host and per IP.
 The crawl also writes a decision trace (``POLITENESS_TRACE``) to
 ``.demo/trace.jsonl`` in the repository, and the demo draws it to
 ``.demo/timeline.png`` (interval per host over time, fetch starts, 429/5xx,
-per-IP load; needs matplotlib, the ``plot`` extra). See README, "Observability and persistence".
+per-IP load; needs matplotlib, the ``plot`` extra). See docs/usage/observability.md.
 
 Exit status: 0 on success, 1 when the crawl failed, 2 when a gap was below
 the interval the plugin was asked to keep.
@@ -31,7 +31,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from sitefarm import Arrival, Farm, demo_spec, host_gaps, ip_gaps, starts_by
+from scrapy_politeness._sitefarm import Arrival, Farm, demo_spec, host_gaps, ip_gaps, starts_by
 
 PROJECT = Path(__file__).resolve().parent
 TOLERANCE = 0.015  # seconds: timer and loopback jitter allowed below an interval
@@ -69,7 +69,7 @@ def run_crawl(farm: Farm, hosts: list[str], stats_path: Path) -> tuple[int, str,
     )
     # LOG_LEVEL / STATS_DUMP only shape the log: the stats go to the JSON file.
     cmd = [sys.executable, "-m", "scrapy", "crawl", "farm",
-           "-s", "LOG_LEVEL=INFO", "-s", "STATS_DUMP=False",
+           "-s", "LOG_LEVEL=INFO", "-s", "STATS_DUMP=False", "-s", "POLITENESS_REPORT_STAT=True",
            "-s", f"POLITENESS_TRACE={TRACE_PATH}"]
     start = time.monotonic()
     proc = subprocess.run(cmd, cwd=PROJECT, env=env, capture_output=True, text=True,

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.utils.misc import load_object
 
 from .middleware import PolitenessMiddleware
 
@@ -17,14 +18,28 @@ __all__ = ["Addon"]
 logger = logging.getLogger(__name__)
 
 _MW_PATH = "scrapy_politeness.PolitenessMiddleware"
-_MW_PATHS = {_MW_PATH, "scrapy_politeness.middleware.PolitenessMiddleware"}
 _PQ_PATH = "scrapy_politeness.pqueue.PolitenessAwarePriorityQueue"
 
 
-def _force(settings: BaseSettings, name: str, value: object) -> None:
-    """Set ``name`` even over a user's value: two throttles would fight."""
-    priority = max(settings.getpriority(name) or 0, SETTINGS_PRIORITIES["addon"])
-    settings.set(name, value, priority=priority)
+def _is(component: Any, cls: type) -> bool:
+    """``component`` (a class or an import path, any of its paths) is ``cls`` or a subclass."""
+    if isinstance(component, str):
+        try:
+            component = load_object(component)
+        except (ImportError, NameError, ValueError, AttributeError):
+            return False  # not ours; Scrapy reports a bad path itself when it loads it
+    return isinstance(component, type) and issubclass(component, cls)
+
+
+def _force(settings: BaseSettings, name: str, value: object, why: str) -> None:
+    """Set ``name`` even over a user's value (two throttles would fight), saying so."""
+    user_priority = settings.getpriority(name) or 0
+    same = (settings.getbool(name) == value if isinstance(value, bool)
+            else settings.getfloat(name) == value)
+    if user_priority > SETTINGS_PRIORITIES["default"] and not same:
+        logger.warning("scrapy-politeness sets %s to %r (you set %r): %s", name, value,
+                       settings[name], why)
+    settings.set(name, value, priority=max(user_priority, SETTINGS_PRIORITIES["addon"]))
 
 
 class Addon:
@@ -32,25 +47,35 @@ class Addon:
 
     AutoThrottle and DOWNLOAD_DELAY would space requests a second time (and
     AutoThrottle ignores 429/503 and Retry-After), so they are switched off,
-    with a warning when the user had set them. The middleware is added at
-    :attr:`PolitenessMiddleware.DOWNLOAD_PRIORITY` unless already listed.
-    The scheduler queue that sees the requests waiting in the gate becomes
-    ``SCHEDULER_PRIORITY_QUEUE`` unless the user chose one (addon priority).
+    with a warning when the user had set them (``scrapy startproject`` writes
+    ``DOWNLOAD_DELAY = 1``). The middleware is added at
+    :attr:`PolitenessMiddleware.DOWNLOAD_PRIORITY` unless already listed,
+    under any import path. The scheduler queue that sees the requests waiting
+    in the gate becomes ``SCHEDULER_PRIORITY_QUEUE`` unless the user chose one;
+    then the user's stays, with a warning if it is not gate-aware.
     """
 
     def update_settings(self, settings: BaseSettings) -> None:
         mws = settings["DOWNLOADER_MIDDLEWARES"]
-        listed = {k if isinstance(k, str) else f"{k.__module__}.{k.__qualname__}" for k in mws}
-        if not (listed & _MW_PATHS) and PolitenessMiddleware not in mws:
+        if not any(_is(k, PolitenessMiddleware) for k in mws):
             mws[_MW_PATH] = PolitenessMiddleware.DOWNLOAD_PRIORITY
-        if settings.getbool("AUTOTHROTTLE_ENABLED"):
-            logger.warning("scrapy-politeness turns AUTOTHROTTLE_ENABLED off: the politeness "
-                           "middleware replaces AutoThrottle")
-        _force(settings, "AUTOTHROTTLE_ENABLED", False)
-        if settings.getfloat("DOWNLOAD_DELAY") > 0:
-            logger.warning("scrapy-politeness sets DOWNLOAD_DELAY (%s) to 0: use "
-                           "POLITENESS_FLOOR / POLITENESS_DEFAULT instead",
-                           settings.getfloat("DOWNLOAD_DELAY"))
-        _force(settings, "DOWNLOAD_DELAY", 0)
-        _force(settings, "DOWNLOAD_DELAY_JITTER", 0)
-        settings.set("SCHEDULER_PRIORITY_QUEUE", _PQ_PATH, priority="addon")
+        _force(settings, "AUTOTHROTTLE_ENABLED", False,
+               "the politeness middleware replaces AutoThrottle")
+        _force(settings, "DOWNLOAD_DELAY", 0,
+               "use POLITENESS_FLOOR / POLITENESS_DEFAULT instead")
+        _force(settings, "DOWNLOAD_DELAY_JITTER", 0,
+               "the politeness middleware spaces requests exactly")
+        self._queue(settings)
+
+    @staticmethod
+    def _queue(settings: BaseSettings) -> None:
+        if (settings.getpriority("SCHEDULER_PRIORITY_QUEUE") or 0) <= SETTINGS_PRIORITIES["addon"]:
+            settings.set("SCHEDULER_PRIORITY_QUEUE", _PQ_PATH, priority="addon")
+            return
+        from .pqueue import PolitenessAwarePriorityQueue
+
+        chosen = settings["SCHEDULER_PRIORITY_QUEUE"]
+        if not _is(chosen, PolitenessAwarePriorityQueue):
+            logger.warning("scrapy-politeness keeps your SCHEDULER_PRIORITY_QUEUE %r: requests "
+                           "held in the gate can then block others (%s is the gate-aware one)",
+                           chosen, _PQ_PATH)

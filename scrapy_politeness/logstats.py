@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from .policy import HostTable
 
-__all__ = ["LOG_FORMAT", "PeriodWaits", "Snapshot", "snapshot"]
+__all__ = ["LOG_FORMAT", "PeriodWaits", "Snapshot", "report_text", "snapshot"]
 
 LOG_FORMAT = ("Politeness: %d hosts, %d waiting in the gate (oldest %.1fs); %d dispatched "
               "(wait mean %.2fs, max %.2fs); %d hosts backing off, %d dead")
@@ -76,3 +77,16 @@ def snapshot(hosts: HostTable, waits: PeriodWaits, waiting: int,
             backing_off += 1
     count, mean, top = waits.take()
     return Snapshot(len(hosts), waiting, oldest_wait, count, mean, top, backing_off, dead)
+
+
+def report_text(rows: list[dict[str, Any]]) -> str:
+    """The closing report's lines, one per host of ``host_report``; numbers rounded."""
+    lines = []
+    for r in rows:
+        backoffs = " ".join(f"{cause}:{n}" for cause, n in sorted(r["backoffs"].items()))
+        lines.append(
+            f"  {r['host']}: {r['requests']} requests, waited {r['waited']:.1f}s, "
+            f"interval {round(r['interval'], 3):g}s, backoffs {backoffs or 'none'}"
+            + (f", crawl-delay {round(r['crawl_delay'], 3):g}s" if r["crawl_delay"] else "")
+            + (", DEAD" if r["dead"] else ""))
+    return "\n".join(lines)

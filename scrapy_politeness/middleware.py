@@ -29,7 +29,8 @@ from . import persistence
 from .backends import SharedBackend, SharedHost, make_backend
 from .dns import DnsCache
 from .failures import NameNotResolvedError, classify_exception
-from .logstats import PeriodWaits, snapshot
+from .logstats import PeriodWaits, report_text, snapshot
+from .meta import bucket_of, bypasses
 from .policy import (
     Gate,
     HostTable,
@@ -43,6 +44,7 @@ from .policy import (
 )
 from .robots import robots_delay
 from .settings import PolitenessSettings
+from .startup import check_backend, start_line, warn_unknown_settings
 from .trace import TraceWriter
 
 if TYPE_CHECKING:
@@ -100,7 +102,7 @@ class _Dispatch:
 class PolitenessMiddleware:
     """Per-host and per-IP buckets in step, fed back by every outcome.
 
-    See the README for the settings; the policy itself lives in
+    See docs/reference/settings.md for the settings; the policy itself lives in
     :mod:`scrapy_politeness.policy` and knows nothing of Scrapy.
     """
 
@@ -143,7 +145,7 @@ class PolitenessMiddleware:
         s = crawler.settings
         self._robots_ua: str | None = s.get("ROBOTSTXT_USER_AGENT") or None
         self._default_ua: str = s.get("USER_AGENT") or ""
-        # Observability (README, "Observability and persistence"): the trace is None when off, and
+        # Observability (docs/usage/observability.md): the trace is None when off, and
         # that one test is all the hot path pays for it.
         self._trace: TraceWriter | None = None
         self._start = 0.0  # the crawl start on the loop's clock (trace times)
@@ -158,9 +160,11 @@ class PolitenessMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
+        warn_unknown_settings(crawler.settings)
         settings = PolitenessSettings.from_settings(crawler.settings)
         if not settings.enabled:
             raise NotConfigured("POLITENESS_ENABLED is False")
+        check_backend(settings.backend)
         from scrapy.utils.asyncio import is_asyncio_available
 
         if not is_asyncio_available():
@@ -168,6 +172,7 @@ class PolitenessMiddleware:
                 "scrapy-politeness needs an asyncio event loop: set TWISTED_REACTOR = "
                 "'twisted.internet.asyncioreactor.AsyncioSelectorReactor' (Scrapy's default)"
             )
+        logger.info("%s", start_line(settings, crawler.settings))
         return cls(crawler, settings)
 
     # -- keys --------------------------------------------------------------
@@ -195,9 +200,9 @@ class PolitenessMiddleware:
         uncached name has no IP yet). None for requests the gate ignores."""
         parsed = urlparse_cached(request)
         hostname = parsed.hostname
-        if parsed.scheme not in _NETWORK_SCHEMES or not hostname:
+        if parsed.scheme not in _NETWORK_SCHEMES or not hostname or bypasses(request.meta):
             return None
-        key = self._key(hostname)
+        key = bucket_of(request.meta, strict=False) or self._key(hostname)
         ip = self.dns.lookup(hostname)
         if ip is DnsCache.MISS:  # an IP literal needs no DNS
             ip = ip_literal(hostname)
@@ -215,12 +220,36 @@ class PolitenessMiddleware:
         return Hint(key, ip, host_ready, ip_at + margin if ip_at else 0.0, interval,
                     ip_interval)
 
+    def _request_key(self, request: Request, hostname: str) -> str | None:
+        """The request's host bucket; None when it bypasses the gate (docs/reference/meta.md)."""
+        meta = request.meta
+        if bypasses(meta):
+            self.stats.inc_value(_STATS + "bypassed")
+            return None
+        key = bucket_of(meta)
+        if key is None:
+            return self._key(hostname)
+        self.stats.inc_value(_STATS + "bucket_from_meta")
+        return key
+
+    async def _resolve_only(self, hostname: str) -> None:
+        """A request that bypasses the gate still connects where the others do."""
+        if not self.settings.dns_pin:
+            return
+        ip = self.dns.lookup(hostname)
+        if ip is DnsCache.MISS:
+            ip = await self.dns.resolve(hostname)
+        if isinstance(ip, str):
+            self.dns.pin(hostname, ip)
+
     async def process_request(self, request: Request) -> None:
         parsed = urlparse_cached(request)
         if parsed.scheme not in _NETWORK_SCHEMES or not parsed.hostname:
             return
         hostname = parsed.hostname
-        key = self._key(hostname)
+        key = self._request_key(request, hostname)
+        if key is None:
+            return await self._resolve_only(hostname)
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
@@ -262,8 +291,9 @@ class PolitenessMiddleware:
         self.stats.inc_value(_STATS + "dispatched")
         self._waits.add(waited)
         self._dispatched[request] = _Dispatch(key, release.at, ip)  # type: ignore[arg-type]
-        request.meta["politeness"] = {
-            "ip": ip, "key": key, "waited": waited, "interval": release.interval,
+        request.meta["politeness"] = {  # rounded: people read these (items, logs)
+            "ip": ip, "key": key, "waited": round(waited, 6),
+            "interval": round(release.interval, 6),
         }
         if self._trace is not None:
             self._trace.dispatch(loop.time(), key, ip=ip, url=request.url,  # type: ignore[arg-type]
@@ -667,17 +697,15 @@ class PolitenessMiddleware:
 
     def _report(self) -> None:
         rows = self.host_report(self.settings.report_hosts)
-        self.stats.set_value(_STATS + "report", rows)
+        waited = self.stats.get_value(_STATS + "wait_seconds")
+        if waited is not None:  # a sum of floats: 164.302535222002 helps nobody
+            self.stats.set_value(_STATS + "wait_seconds", round(waited, 3))
+        if self.settings.report_stat:
+            self.stats.set_value(_STATS + "report", rows)
         if rows:
-            lines = "\n".join(
-                f"  {r['host']}: {r['requests']} requests, waited {r['waited']:.1f}s, "
-                f"interval {r['interval']:g}s, backoffs {r['backoffs'] or 0}, "
-                f"crawl-delay {r['crawl_delay']:g}s{', DEAD' if r['dead'] else ''}"
-                for r in rows
-            )
-            logger.info("Politeness report (hosts that waited most):\n%s", lines)
+            logger.info("Politeness report (hosts that waited most):\n%s", report_text(rows))
 
-    # -- observability and persistence (README, "Observability and persistence") -----------------
+    # -- observability and persistence (docs/usage/observability.md) ---------------------------
 
     def _open_observability(self, spider: Spider) -> None:
         assert self._loop is not None

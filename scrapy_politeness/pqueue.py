@@ -30,6 +30,7 @@ from scrapy import Request, signals
 from scrapy.pqueues import ScrapyPriorityQueue, _path_safe
 from scrapy.utils.httpobj import urlparse_cached
 
+from .meta import bucket_of, bypasses
 from .middleware import get_middleware
 
 if TYPE_CHECKING:
@@ -344,8 +345,11 @@ class PolitenessAwarePriorityQueue:
         mw = self._mw
         if mw is None:
             return hostname or _NETWORK_KEY
-        if not hostname or parsed.scheme not in ("http", "https"):
+        if not hostname or parsed.scheme not in ("http", "https") or bypasses(request.meta):
             return _NETWORK_KEY
+        bucket = bucket_of(request.meta, strict=False)
+        if bucket is not None:  # a bucket of its own choosing: not cached by host name
+            return bucket
         key = self._keys.get(hostname)
         if key is None:
             hint = mw.hint(request)

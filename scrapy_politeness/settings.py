@@ -6,16 +6,18 @@ and the value, rather than a traceback from deep inside a later request.
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
+import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .policy import Config
 
-__all__ = ["DEFAULTS", "PolitenessSettings"]
+__all__ = ["DEFAULTS", "PolitenessSettings", "unknown_names"]
 
 DEFAULTS: dict[str, Any] = {
     "POLITENESS_ENABLED": True,
@@ -45,10 +47,11 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_DNS_PIN": True,
     "POLITENESS_DNS_HOSTS_FILE": "/etc/hosts",
     "POLITENESS_REPORT_HOSTS": 10,
+    "POLITENESS_REPORT_STAT": False,
     "POLITENESS_BACKEND": "memory",
     "POLITENESS_NAMESPACE": None,
     "POLITENESS_BACKEND_ON_LOSS": "hold",
-    "POLITENESS_LOG_INTERVAL": 60.0,
+    "POLITENESS_LOG_INTERVAL": 10.0,
     "POLITENESS_TRACE": None,
     "POLITENESS_TRACE_BUFFER": 100_000,
     "POLITENESS_PERSIST": True,
@@ -105,9 +108,38 @@ def _bool(name: str, value: Any) -> bool:
     raise ValueError(f"{name} must be True or False, got {value!r}")
 
 
+def unknown_names(names: Iterable[str]) -> list[tuple[str, str | None]]:
+    """The POLITENESS_* names that no setting has, each with the closest known name.
+
+    A misspelt setting (``POLITENESS_FLOR``) would otherwise change nothing
+    and say nothing.
+    """
+    prefix = "POLITENESS_"
+    known = [k.removeprefix(prefix) for k in DEFAULTS]  # the shared prefix says nothing
+
+    def closest(name: str) -> str | None:
+        match = difflib.get_close_matches(name.removeprefix(prefix), known, n=1, cutoff=0.6)
+        return prefix + match[0] if match else None
+
+    return [(name, closest(name)) for name in sorted(names)
+            if name.startswith(prefix) and name not in DEFAULTS]
+
+
+def _json(name: str, value: Any, opening: str) -> Any:
+    """``-s NAME='{...}'`` / ``'[...]'`` arrive as strings: read them as JSON, as
+    Scrapy's ``getdict`` / ``getlist`` do."""
+    if isinstance(value, str) and value.lstrip().startswith(opening):
+        try:
+            return json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"{name} is not valid JSON ({exc}), got {value!r}") from None
+    return value
+
+
 def _str_list(name: str, value: Any) -> list[str]:
     if value is None:
         return []
+    value = _json(name, value, "[")
     if isinstance(value, str):
         value = [v for v in value.replace(",", " ").split() if v]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
@@ -212,6 +244,7 @@ class PolitenessSettings:
     trace: str | None = None
     trace_buffer: int = DEFAULTS["POLITENESS_TRACE_BUFFER"]
     persist: bool = True
+    report_stat: bool = False
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:
@@ -227,7 +260,7 @@ class PolitenessSettings:
         if grouping not in _GROUPING:
             raise ValueError(f"POLITENESS_HOST_GROUPING must be one of {_GROUPING!r}, "
                              f"got {grouping!r}")
-        hosts_raw = raw("POLITENESS_HOSTS")
+        hosts_raw = _json("POLITENESS_HOSTS", raw("POLITENESS_HOSTS"), "{")
         if not isinstance(hosts_raw, Mapping):
             raise ValueError(f"POLITENESS_HOSTS must be a dict, got {hosts_raw!r}")
         hosts: dict[str, Config] = {}
@@ -314,6 +347,7 @@ class PolitenessSettings:
             trace_buffer=_number("POLITENESS_TRACE_BUFFER", raw("POLITENESS_TRACE_BUFFER"),
                                  minimum=1, integer=True),
             persist=_bool("POLITENESS_PERSIST", raw("POLITENESS_PERSIST")),
+            report_stat=_bool("POLITENESS_REPORT_STAT", raw("POLITENESS_REPORT_STAT")),
         )
 
     def config_for(self, key: str) -> Config:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from sitefarm import Farm
+from scrapy_politeness._sitefarm import Farm
 
 
 @pytest.fixture

@@ -23,15 +23,17 @@ class FarmSpider(scrapy.Spider):
     name = "farm"
 
     def __init__(self, urls: list[str], follow: bool = True, errback: bool = False,
-                 **kwargs: Any) -> None:
+                 meta: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.urls = urls
         self.follow = follow
         self.errback = self.failed if errback else None
+        self.start_meta = meta or {}  # Request.meta of every start request
 
     async def start(self) -> Any:
         for url in self.urls:
-            yield scrapy.Request(url, dont_filter=True, errback=self.errback)
+            yield scrapy.Request(url, dont_filter=True, errback=self.errback,
+                                 meta=dict(self.start_meta))
 
     def failed(self, failure: Failure) -> Iterator[Any]:
         """With ``errback`` in the job: one item per request that ended in an error."""
@@ -63,7 +65,7 @@ def main(path: str) -> None:
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(FarmSpider)
     process.crawl(crawler, urls=job["urls"], follow=job.get("follow", True),
-                  errback=job.get("errback", False))
+                  errback=job.get("errback", False), meta=job.get("meta"))
     process.start()
     stats = {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
              for k, v in crawler.stats.get_stats().items()}

@@ -25,13 +25,15 @@ class CrawlResult:
 
 
 def run_crawl(urls: list[str], settings: dict[str, Any], *, follow: bool = True,
-              timeout: float = 180.0, check: bool = True, errback: bool = False) -> CrawlResult:
+              timeout: float = 180.0, check: bool = True, errback: bool = False,
+              meta: dict[str, Any] | None = None) -> CrawlResult:
     with tempfile.TemporaryDirectory(prefix="crawl-") as tmp:
         job = {
             "urls": urls,
             "settings": settings,
             "follow": follow,
             "errback": errback,
+            "meta": meta,
             "stats_out": str(Path(tmp, "stats.json")),
             "items_out": str(Path(tmp, "items.jsonl")),
         }

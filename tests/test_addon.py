@@ -71,8 +71,8 @@ def test_addon_warns_when_it_overrides_the_user(caplog: pytest.LogCaptureFixture
     with caplog.at_level(logging.WARNING, logger="scrapy_politeness.addon"):
         get_crawler(settings_dict={"AUTOTHROTTLE_ENABLED": True, "DOWNLOAD_DELAY": 3, **ADDONS})
     text = caplog.text
-    assert "AUTOTHROTTLE_ENABLED off" in text
-    assert "DOWNLOAD_DELAY (3.0) to 0" in text
+    assert "sets AUTOTHROTTLE_ENABLED to False (you set True)" in text
+    assert "sets DOWNLOAD_DELAY to 0 (you set 3)" in text
 
 
 def test_no_warning_when_nothing_is_overridden(caplog: pytest.LogCaptureFixture) -> None:
@@ -103,3 +103,67 @@ def test_bad_value_raises_naming_setting_and_value() -> None:
     crawler = get_crawler(settings_dict={"POLITENESS_CEILING": -1})
     with pytest.raises(ValueError, match=r"POLITENESS_CEILING must be >= 0, got -1"):
         PolitenessMiddleware.from_crawler(crawler)
+
+
+def test_startproject_download_delay_is_overridden_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # `scrapy startproject` writes DOWNLOAD_DELAY = 1 into settings.py (project priority,
+    # which is what get_crawler gives settings_dict).
+    with caplog.at_level(logging.WARNING, logger="scrapy_politeness.addon"):
+        crawler = get_crawler(settings_dict={"DOWNLOAD_DELAY": 1, **ADDONS})
+    assert crawler.settings.getpriority("DOWNLOAD_DELAY") == 20
+    assert crawler.settings.getfloat("DOWNLOAD_DELAY") == 0
+    assert "sets DOWNLOAD_DELAY to 0 (you set 1)" in caplog.text
+
+
+def test_command_line_values_are_overridden_with_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from scrapy.settings import Settings
+
+    settings = Settings({"ADDONS": {Addon: 300}})
+    settings.set("DOWNLOAD_DELAY_JITTER", "0.3", priority="cmdline")
+    settings.set("AUTOTHROTTLE_ENABLED", "False", priority="cmdline")  # the same: no warning
+    with caplog.at_level(logging.WARNING, logger="scrapy_politeness.addon"):
+        Addon().update_settings(settings)
+    assert settings.getfloat("DOWNLOAD_DELAY_JITTER") == 0
+    assert settings.getpriority("DOWNLOAD_DELAY_JITTER") == 40
+    assert "sets DOWNLOAD_DELAY_JITTER to 0 (you set '0.3')" in caplog.text
+    assert "AUTOTHROTTLE" not in caplog.text
+
+
+@pytest.mark.parametrize("listed", [
+    "scrapy_politeness.middleware.PolitenessMiddleware",
+    "scrapy_politeness.PolitenessMiddleware",
+    PolitenessMiddleware,
+])
+def test_middleware_is_recognised_under_any_import_path(listed: Any) -> None:
+    crawler = get_crawler(settings_dict={"DOWNLOADER_MIDDLEWARES": {listed: 960}, **ADDONS})
+    mws = crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES")
+    ours = [v for k, v in mws.items() if "PolitenessMiddleware" in str(k)]
+    assert ours == [960]
+
+
+def test_a_subclass_of_the_middleware_counts_as_listed() -> None:
+    crawler = get_crawler(settings_dict={
+        "DOWNLOADER_MIDDLEWARES": {f"{__name__}.MyPoliteness": 940}, **ADDONS})
+    mws = crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES")
+    assert [v for k, v in mws.items() if "Politeness" in str(k)] == [940]
+
+
+class MyPoliteness(PolitenessMiddleware):
+    pass
+
+
+def test_a_users_queue_is_kept_and_a_foreign_one_warned_about(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="scrapy_politeness.addon"):
+        crawler = get_crawler(settings_dict={"SCHEDULER_PRIORITY_QUEUE": DAPQ, **ADDONS})
+    assert crawler.settings["SCHEDULER_PRIORITY_QUEUE"] == DAPQ
+    assert "keeps your SCHEDULER_PRIORITY_QUEUE" in caplog.text
+    caplog.clear()
+    from scrapy_politeness.pqueue import PolitenessAwarePriorityQueue
+
+    with caplog.at_level(logging.WARNING, logger="scrapy_politeness.addon"):
+        get_crawler(settings_dict={"SCHEDULER_PRIORITY_QUEUE": PolitenessAwarePriorityQueue,
+                                   **ADDONS})
+    assert caplog.text == ""

@@ -17,10 +17,10 @@ import pytest
 import pytest_twisted
 from twisted.internet.defer import Deferred
 
+from scrapy_politeness._sitefarm import Farm
 from scrapy_politeness.dns import DnsCache, read_hosts_file
 from scrapy_politeness.pinning import PinnedNameResolver, install
 from scrapy_politeness.policy import FailureKind
-from sitefarm import Farm
 
 SPEC: dict[str, Any] = {
     "ips": ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6", "127.0.0.7"],

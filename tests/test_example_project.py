@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sitefarm import Farm, host_gaps, ip_gaps, starts_by
+from scrapy_politeness._sitefarm import Farm, host_gaps, ip_gaps, starts_by
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "example_project"
@@ -47,7 +47,8 @@ def test_example_project_crawls_through_the_plugin(tmp_path: Path) -> None:
     with Farm(SPEC) as farm:
         urls = [farm.url(host) for host in SPEC["hosts"]]
         proc = subprocess.run(
-            [sys.executable, "-m", "scrapy", "crawl", "farm", "-s", "LOG_LEVEL=INFO"],
+            [sys.executable, "-m", "scrapy", "crawl", "farm", "-s", "LOG_LEVEL=INFO",
+             "-s", "POLITENESS_REPORT_STAT=True"],
             cwd=PROJECT, env=_env(farm, urls, stats_path),
             capture_output=True, text=True, timeout=120, check=False,
         )

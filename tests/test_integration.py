@@ -14,7 +14,7 @@ from typing import Any
 
 from crawling import farm_settings, run_crawl
 
-from sitefarm import Arrival, starts_by, violations
+from scrapy_politeness._sitefarm import Arrival, starts_by, violations
 
 TOL = 0.015
 GAPS: list[tuple[str, float, float]] = []  # (what, smallest gap seen, required): printed at the end

@@ -83,7 +83,7 @@ def _spider() -> Any:
 
 
 @pytest.mark.parametrize(("interval", "expected"), [(0, None), ("0", None), (30, 30.0),
-                                                    (None, 60.0)])
+                                                    (None, 10.0)])
 def test_log_interval_schedules_the_line(loop: asyncio.AbstractEventLoop, interval: Any,
                                          expected: float | None) -> None:
     mw = _middleware(POLITENESS_LOG_INTERVAL=interval)
@@ -113,7 +113,7 @@ def test_middleware_log_line_reports_the_oldest_waiter(
 
 def test_closing_report_lists_the_hosts_that_waited_most(
         caplog: pytest.LogCaptureFixture) -> None:
-    mw = _middleware(POLITENESS_REPORT_HOSTS=2)
+    mw = _middleware(POLITENESS_REPORT_HOSTS=2, POLITENESS_REPORT_STAT=True)
     facts = {  # host: (requests, waited, adaptive, backoffs, crawl-delay, dead)
         "cheap.test": (50, 1.0, 1.0, None, 0.0, False),
         "costly.test": (12, 40.0, 8.0, {"429": 2, "5xx": 1}, 0.0, False),
@@ -134,9 +134,8 @@ def test_closing_report_lists_the_hosts_that_waited_most(
     ]
     text = caplog.records[-1].getMessage()
     assert text.startswith("Politeness report (hosts that waited most):")
-    assert "costly.test: 12 requests, waited 40.0s, interval 8s, backoffs {'429': 2, '5xx': 1}" \
-        in text
-    assert "delayed.test: 5 requests, waited 20.0s, interval 4s, backoffs 0, crawl-delay 4s" \
+    assert "costly.test: 12 requests, waited 40.0s, interval 8s, backoffs 429:2 5xx:1" in text
+    assert "delayed.test: 5 requests, waited 20.0s, interval 4s, backoffs none, crawl-delay 4s" \
         in text
     assert "cheap.test" not in text
     # Every host, dead ones flagged, when asked for more rows than hosts.
@@ -145,3 +144,31 @@ def test_closing_report_lists_the_hosts_that_waited_most(
                                          "cheap.test"]
     assert rows[2]["dead"] is True
     assert rows[2]["backoffs"] == {"transport": 6}
+
+
+def test_report_is_in_the_log_not_the_stats_by_default(caplog: pytest.LogCaptureFixture) -> None:
+    mw = _middleware()
+    mw.hosts.get("a.test").requests = 1
+    with caplog.at_level(logging.INFO, logger="scrapy_politeness.middleware"):
+        mw._report()
+    assert mw.stats.get_value("politeness/report") is None
+    assert "a.test: 1 requests" in caplog.records[-1].getMessage()
+
+
+def test_report_numbers_carry_no_float_noise(caplog: pytest.LogCaptureFixture) -> None:
+    mw = _middleware()
+    s = mw.hosts.get("a.test")
+    s.requests, s.adaptive, s.crawl_delay = 3, 0.1 * 3 * 3, 0.1 + 0.2  # 0.9000000000000001
+    with caplog.at_level(logging.INFO, logger="scrapy_politeness.middleware"):
+        mw._report()
+    text = caplog.records[-1].getMessage()
+    assert "interval 0.9s" in text
+    assert "crawl-delay 0.3s" in text
+
+
+def test_wait_seconds_stat_is_rounded_at_the_end() -> None:
+    mw = _middleware()
+    for _ in range(3):
+        mw.stats.inc_value("politeness/wait_seconds", 0.1)  # 0.30000000000000004
+    mw._report()
+    assert mw.stats.get_value("politeness/wait_seconds") == 0.3

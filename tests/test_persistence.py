@@ -189,7 +189,8 @@ def test_resumed_crawl_starts_a_backed_off_host_at_its_learnt_interval(
     farm = farm_factory(spec)
     jobdir = tmp_path / "job"
     settings = farm_settings(farm, JOBDIR=str(jobdir), RETRY_ENABLED=False,
-                             POLITENESS_DEFAULT=0.3, POLITENESS_FLOOR=0.3)
+                             POLITENESS_DEFAULT=0.3, POLITENESS_FLOOR=0.3,
+                             POLITENESS_REPORT_STAT=True)
     urls = [farm.url("broken.farm.test", f"/p/{i}") for i in range(3)]
     first = run_crawl(urls, settings, follow=False)
     # 0.3 -> 0.6 -> 1.2 -> 2.4 after three 503s.

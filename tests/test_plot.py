@@ -122,3 +122,29 @@ def test_plot_command_reports_an_unreadable_trace(
     pytest.importorskip("matplotlib")
     assert main(["plot", str(tmp_path / "missing.jsonl")]) == 1
     assert "cannot read the trace" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("content", "why"), [
+    ("", "it is empty"),
+    ("\x00\x01 garbage, not JSON\n", "it is empty"),
+    ('{"name": "x"}\n{"name": "y"}\n', "trace header"),
+    (json.dumps(TRACE[0]) + "\n", "no request"),
+])
+def test_plot_command_refuses_what_is_not_a_trace(
+        tmp_path: Path, content: str, why: str, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(content, encoding="utf-8")
+    out = tmp_path / "x.png"
+    assert main(["plot", str(trace), "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot draw {trace}" in err
+    assert why in err
+    assert not out.exists()
+
+
+def test_plot_help_says_where_the_picture_goes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["plot", "--help"])
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps to the terminal
+    assert "default: timeline.png in the current directory" in text

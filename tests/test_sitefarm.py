@@ -17,7 +17,7 @@ import dns.rcode
 import dns.rdatatype
 import pytest
 
-from sitefarm import (
+from scrapy_politeness._sitefarm import (
     Arrival,
     Farm,
     FarmError,

@@ -41,7 +41,7 @@ class StatsToJson:
         # Signal handlers run in the order they were connected, and extensions
         # are built before the engine and its downloader middlewares. Connecting
         # to spider_closed only now puts this handler after the politeness
-        # middleware's, which is the one that stores ``politeness/report``.
+        # middleware's, which stores ``politeness/report`` (POLITENESS_REPORT_STAT).
         self.crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     def spider_closed(self, spider: Spider, reason: str) -> None:

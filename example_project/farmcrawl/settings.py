@@ -41,7 +41,7 @@ HTTPERROR_ALLOW_ALL = True
 REMOTE_CONTROL_ENABLED = False
 TELNETCONSOLE_ENABLED = False
 
-# Write the final stats (including politeness/report) as JSON when
+# Write the final stats as JSON when
 # STATS_JSON_PATH is set; the extension disables itself otherwise.
 EXTENSIONS = {"farmcrawl.extensions.StatsToJson": 500}
 STATS_JSON_PATH = os.environ.get("STATS_JSON_PATH")

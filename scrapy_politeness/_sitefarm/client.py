@@ -54,10 +54,10 @@ class Farm:
         # stderr goes to a file: a pipe nobody drains could block the server.
         self._stderr = tempfile.TemporaryFile(prefix="sitefarm-stderr-")  # noqa: SIM115
         env = dict(os.environ)
-        package_root = str(Path(__file__).resolve().parent.parent)
+        package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "sitefarm", "serve", "--spec", name],
+            [sys.executable, "-m", "scrapy_politeness._sitefarm", "serve", "--spec", name],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -21,7 +21,7 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class DnsFault:
-    """Per-host DNS misbehaviour (see module docs of sitefarm.dnsserver)."""
+    """Per-host DNS misbehaviour (see the module docs of _sitefarm.dnsserver)."""
 
     mode: str
     target: str | None = None

@@ -1,4 +1,4 @@
-"""CLI: ``python -m sitefarm serve --spec SPEC.json``."""
+"""CLI: ``python -m scrapy_politeness._sitefarm serve --spec SPEC.json``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from .spec import SpecError, parse_spec
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments and run the farm until stopped."""
-    parser = argparse.ArgumentParser(prog="python -m sitefarm")
+    parser = argparse.ArgumentParser(prog="python -m scrapy_politeness._sitefarm")
     sub = parser.add_subparsers(dest="command", required=True)
     serve_cmd = sub.add_parser("serve", help="run the farm; prints one JSON ready line")
     serve_cmd.add_argument("--spec", required=True, help="path to the spec JSON file")

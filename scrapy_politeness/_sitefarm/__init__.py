@@ -1,8 +1,9 @@
-"""sitefarm: local HTTP virtual hosts on loopback IPs plus a loopback DNS server.
+"""The site farm: local HTTP virtual hosts on loopback IPs plus a loopback DNS server.
 
-Used by integration tests, the demo and the benchmark to measure request
-spacing on the SERVER side (first-byte arrival times), independent of the
-crawler's own bookkeeping.
+Test tooling, not public API (hence the underscore): used by the integration
+tests, the demo, the benchmark and ``python -m scrapy_politeness farm`` to
+measure request spacing on the SERVER side (first-byte arrival times),
+independent of the crawler's own bookkeeping. It may change without notice.
 """
 
 from .arrival import Arrival

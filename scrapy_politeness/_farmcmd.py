@@ -1,0 +1,150 @@
+"""``python -m scrapy_politeness farm``: the demo site farm for trying the plugin.
+
+Starts the bundled farm (HTTP virtual hosts on 127.0.0.2-4 and a DNS server on
+127.0.0.1, loopback only) and prints what a Scrapy project needs to crawl it:
+the settings, the start URLs and, with ``--spider``, a spider file. The farm
+runs until Ctrl-C. Its hosts only exist in the farm's DNS, which is why the
+printed ``POLITENESS_DNS_NAMESERVERS`` line is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_parser", "demo_settings", "instructions", "run", "spider_source", "start_urls"]
+
+_SPIDER = '''"""The scrapy-politeness demo farm (from `python -m scrapy_politeness farm`)."""
+
+import scrapy
+
+
+class FarmSpider(scrapy.Spider):
+    name = "farm"
+    start_urls = {urls!r}
+    # The farm's names exist only in its DNS server; the other values make the
+    # always-503 host reach the ceiling (and be declared dead) within seconds.
+    custom_settings = {settings!r}
+
+    def parse(self, response):
+        yield {{"url": response.url, "status": response.status,
+               "waited": response.meta.get("politeness", {{}}).get("waited")}}
+        if isinstance(response, scrapy.http.TextResponse):
+            yield from response.follow_all(css="a")
+'''
+
+
+def add_parser(sub: Any) -> None:
+    farm = sub.add_parser(
+        "farm", help="start the demo site farm on loopback and print how to crawl it",
+        description="Start the demo site farm: 8 HTTP virtual hosts on 127.0.0.2-4 and a DNS "
+                    "server on 127.0.0.1 (loopback only), then print the settings and start "
+                    "URLs to crawl it. Runs until Ctrl-C.")
+    farm.add_argument("--port", type=int, default=0,
+                      help="HTTP port of every virtual host (default: any free port)")
+    farm.add_argument("--spider", metavar="FILE", default=None,
+                      help="also write a spider crawling the farm to FILE, e.g. "
+                           "myproject/spiders/farm.py")
+
+
+def start_urls(farm: Any) -> list[str]:
+    """Every host's front page; the always-503 host's pages too (no links lead there)."""
+    urls = [farm.url(host) for host in farm.spec["hosts"]]
+    for host, spec in farm.spec["hosts"].items():
+        if spec.get("kind") == "always_503":
+            urls += [farm.url(host, f"/p/{i}") for i in range(int(spec.get("pages", 0)))]
+    return urls
+
+
+def demo_settings(farm: Any) -> dict[str, Any]:
+    """The settings a crawl of the farm needs (DNS) and those that keep it short."""
+    return {"POLITENESS_DNS_NAMESERVERS": [farm.dns], **_SHORT}
+
+
+# Seconds: start at 0.5 s per host, back off up to 4 s, a host 2 fetches at 4 s is dead.
+_SHORT = {"POLITENESS_DEFAULT": 0.5, "POLITENESS_FLOOR": 0.3, "POLITENESS_CEILING": 4.0,
+          "POLITENESS_DEAD_AFTER": 2}
+
+
+def spider_source(urls: list[str], settings: dict[str, Any]) -> str:
+    return _SPIDER.format(urls=urls, settings=settings)
+
+
+def instructions(farm: Any, spider_path: str | None) -> str:
+    """The text printed once the farm is up: settings, URLs, the crawl command."""
+    spec = farm.spec
+    lines = [
+        f"Demo site farm running: {len(spec['hosts'])} hosts on {', '.join(spec['ips'])}, "
+        f"HTTP port {farm.port}, DNS {farm.dns}. Ctrl-C stops it.",
+        "",
+        "Hosts:",
+        *(f"  {name:<20} {h['ip']}  {_what(h)}" for name, h in spec["hosts"].items()),
+        "",
+        "Settings: the add-on in your project's settings.py,",
+        '  ADDONS = {"scrapy_politeness.Addon": 300}',
+        "and, for this farm (its names exist only in its DNS; short intervals for a short demo),",
+        *(f"  {k} = {v!r}" for k, v in demo_settings(farm).items()),
+        "",
+        "Start URLs:",
+        *(f"  {u}" for u in start_urls(farm)),
+        "",
+    ]
+    if spider_path:
+        lines += [f"Spider written to {spider_path}: name 'farm', these URLs, the farm settings "
+                  "above. Crawl with (about 30 s):", "  scrapy crawl farm"]
+    else:
+        dash_s = " ".join(f"-s {k}={_cmdline(v)}" for k, v in demo_settings(farm).items())
+        lines += ["Crawl with a spider that starts from these URLs (rerun with --spider "
+                  "myproject/spiders/farm.py to get one), for example:",
+                  f"  scrapy crawl SPIDER {dash_s}"]
+    lines += ["", f"What the sites saw (every request, first-byte time t): "
+                  f"curl -s http://{farm.control}/arrivals"]
+    return "\n".join(lines)
+
+
+def _cmdline(value: Any) -> str:
+    return ",".join(value) if isinstance(value, list) else str(value)
+
+
+def _what(host: dict[str, Any]) -> str:
+    kind = host.get("kind", "normal")
+    if kind == "rate_limited":
+        return f"answers 429 + Retry-After unless requests are {host['rate_interval']:g} s apart"
+    if kind == "slow":
+        return f"answers after {host['latency']:g} s"
+    if kind == "always_503":
+        return "always 503 (will be declared dead)"
+    if host.get("crawl_delay"):
+        return f"robots.txt Crawl-delay {host['crawl_delay']:g}"
+    return "normal"
+
+
+def run(args: argparse.Namespace) -> int:
+    from ._sitefarm import Farm, FarmError, demo_spec
+
+    spec = demo_spec()
+    spec["port"] = args.port
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        farm = Farm(spec).start()
+    except FarmError as exc:
+        print(f"the farm did not start: {exc}", file=sys.stderr)
+        return 1
+    try:
+        if args.spider:
+            path = Path(args.spider)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(spider_source(start_urls(farm), demo_settings(farm)),
+                            encoding="utf-8")
+        print(instructions(farm, args.spider), flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    finally:
+        farm.stop()
+    return 0

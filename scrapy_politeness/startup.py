@@ -1,0 +1,87 @@
+"""What the middleware checks and says once, when the crawl starts.
+
+Misspelt setting names, a backend the crawl cannot use, and the one INFO line
+that says the plugin is on and with which policy. A backend failure raises
+from the middleware's ``from_crawler``, so Scrapy counts the crawl as failed
+to start and ``scrapy crawl`` exits with 1: a cron job or CI notices.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from .settings import PolitenessSettings, unknown_names
+
+__all__ = ["BackendNotUsable", "check_backend", "start_line", "warn_unknown_settings"]
+
+logger = logging.getLogger(__name__)
+
+REDIS_EXTRA = "pip install 'scrapy-politeness[redis]'"
+
+
+class BackendNotUsable(RuntimeError):
+    """POLITENESS_BACKEND names a backend this crawl cannot use; the message says the fix."""
+
+
+def warn_unknown_settings(names: Iterable[str]) -> list[str]:
+    """Warn about each POLITENESS_* name no setting has; the warnings, for tests."""
+    messages = []
+    for name, close in unknown_names(names):
+        hint = f"; did you mean {close}?" if close else ""
+        messages.append(f"scrapy-politeness: unknown setting {name} is ignored{hint}")
+        logger.warning("%s", messages[-1])
+    return messages
+
+
+def check_backend(url: str, timeout: float = 5.0) -> None:
+    """PING the shared backend once, synchronously, before the crawl starts.
+
+    Blocking here is deliberate: it happens once, before any request, and a
+    failure must stop the crawl before it starts rather than close it later
+    with a ``finished`` status.
+    """
+    if url == "memory":
+        return
+    from .backends.redis import redact_url
+
+    shown = redact_url(url)
+    try:
+        import redis
+    except ImportError:
+        raise BackendNotUsable(
+            f"POLITENESS_BACKEND={shown} needs the redis client, which is not installed: "
+            f"{REDIS_EXTRA}") from None
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise BackendNotUsable(
+            f"POLITENESS_BACKEND={shown} is unreachable ({type(exc).__name__}); start Redis "
+            f"there or set POLITENESS_BACKEND = 'memory'") from None
+    finally:
+        client.close()
+
+
+def _s(value: float) -> str:
+    """Seconds for people: 0.9, not 0.8999999999999999."""
+    return f"{round(value, 3):g}s"
+
+
+def start_line(settings: PolitenessSettings, crawler_settings: Any) -> str:
+    """One INFO line: the plugin is on, with the intervals and parts it will use."""
+    c = settings.config
+    backend = settings.backend
+    if backend != "memory":
+        from .backends.redis import redact_url
+
+        backend = redact_url(backend)
+    queue = str(crawler_settings.get("SCHEDULER_PRIORITY_QUEUE") or "")
+    live = (f"live line every {_s(settings.log_interval)}" if settings.log_interval > 0
+            else "no live line")
+    overrides = f", {len(settings.hosts)} host overrides" if settings.hosts else ""
+    return (f"scrapy-politeness on: per host start {_s(c.default)}, floor {_s(c.floor)}, "
+            f"ceiling {_s(c.ceiling)}{overrides}; per IP floor {_s(c.ip_floor)}; grouping "
+            f"{settings.grouping}; backend {backend}; queue {queue.rpartition('.')[2]}; "
+            f"dead after {settings.dead_after} fetches at the ceiling; {live}")

@@ -1,0 +1,97 @@
+"""``python -m scrapy_politeness farm``: starts the demo farm and says how to crawl it."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+READY = "scrapy crawl farm"
+
+
+def _read_until_ready(proc: subprocess.Popen[str], timeout: float = 20.0) -> str:
+    assert proc.stdout is not None
+    out = ""
+    deadline = time.monotonic() + timeout
+    while READY not in out:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no instructions printed: {out!r}"
+        ready, _, _ = select.select([proc.stdout], [], [], left)
+        if ready:
+            chunk = os.read(proc.stdout.fileno(), 65536).decode()
+            assert chunk, f"the command exited ({proc.poll()}): {out!r}"
+            out += chunk
+    return out
+
+
+def test_farm_command_serves_the_urls_it_prints(tmp_path: Path) -> None:
+    spider = tmp_path / "spiders" / "farm.py"
+    with subprocess.Popen(
+        [sys.executable, "-m", "scrapy_politeness", "farm", "--spider", str(spider)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            _check(proc, spider)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, err
+
+
+def _check(proc: subprocess.Popen[str], spider: Path) -> None:
+    out = _read_until_ready(proc)
+    dns = re.search(r"POLITENESS_DNS_NAMESERVERS = \['(127\.0\.0\.1:\d+)'\]", out)
+    assert dns, out
+    urls = re.findall(r"^  (http://\S+)$", out, flags=re.M)
+    assert len(urls) >= 8
+    assert "ADDONS = {\"scrapy_politeness.Addon\": 300}" in out
+    # The spider file holds the same URLs and compiles.
+    source = spider.read_text(encoding="utf-8")
+    compile(source, str(spider), "exec")
+    assert all(repr(u) in source for u in urls)
+    # A printed URL answers (the farm's names are resolved by hand here: loopback IP).
+    host, port = re.match(r"http://([^:/]+):(\d+)/", urls[0]).groups()  # type: ignore[union-attr]
+    ip = re.search(rf"^  {re.escape(host)}\s+(127\.\S+)", out, flags=re.M)
+    assert ip, out
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(f"http://{ip.group(1)}:{port}/", headers={"Host": host})
+    with opener.open(req, timeout=10) as resp:
+        assert resp.status == 200
+
+
+def test_a_new_project_crawls_the_farm_as_the_readme_says(tmp_path: Path) -> None:
+    """Fresh HOME, `scrapy startproject`, the ADDONS line, the farm command, `scrapy crawl`."""
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("SCRAPY_SETTINGS_MODULE", None)
+    scrapy = [sys.executable, "-m", "scrapy"]
+    subprocess.run([*scrapy, "startproject", "newbie"], cwd=tmp_path, env=env, check=True,
+                   capture_output=True, timeout=60)
+    project = tmp_path / "newbie"
+    with (project / "newbie" / "settings.py").open("a", encoding="utf-8") as fh:
+        fh.write('\nADDONS = {"scrapy_politeness.Addon": 300}\n')
+    spider = project / "newbie" / "spiders" / "farm.py"
+    with subprocess.Popen(
+        [sys.executable, "-m", "scrapy_politeness", "farm", "--spider", str(spider)],
+        cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True) as farm:
+        try:
+            _read_until_ready(farm)
+            crawl = subprocess.run([*scrapy, "crawl", "farm"], cwd=project, env=env,
+                                   capture_output=True, text=True, timeout=180, check=False)
+        finally:
+            farm.send_signal(signal.SIGINT)
+            farm.communicate(timeout=10)
+    log = crawl.stdout + crawl.stderr
+    assert crawl.returncode == 0, log[-4000:]
+    assert "sets DOWNLOAD_DELAY to 0 (you set 1)" in log  # startproject's template value
+    assert "scrapy-politeness on: per host start 0.5s" in log
+    assert "Politeness report (hosts that waited most):" in log
+    assert "Host broken.farm.test declared dead" in log
+    assert "'politeness/dispatched':" in log
+    assert "'politeness/report'" not in log

@@ -1,0 +1,56 @@
+"""The package metadata declares what the code imports, and ships its licence."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+# import name -> distribution name, where they differ
+DISTRIBUTION = {"dns": "dnspython", "zope": "zope.interface", "yaml": "pyyaml"}
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def _third_party_imports() -> set[str]:
+    found: set[str] = set()
+    for path in (ROOT / "scrapy_politeness").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):  # imports for type checkers only need no install
+            if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+                node.body = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return {m for m in found
+            if m not in sys.stdlib_module_names and m not in ("scrapy_politeness", "__future__")}
+
+
+def test_every_imported_package_is_declared() -> None:
+    project = PYPROJECT["project"]
+    declared = _names(project["dependencies"])
+    for extra in ("redis", "plot"):  # optional features, imported lazily
+        declared |= _names(project["optional-dependencies"][extra])
+    missing = {DISTRIBUTION.get(m, m) for m in _third_party_imports()} - declared
+    assert not missing, f"imported but not declared in pyproject.toml: {sorted(missing)}"
+
+
+def test_licence_file_and_extras() -> None:
+    project = PYPROJECT["project"]
+    assert project["license"] == "BSD-3-Clause"
+    assert "BSD 3-Clause License" in (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert project["license-files"] == ["LICENSE"]
+    extras = project["optional-dependencies"]
+    assert _names(extras["dev"]) >= {"ruff", "mypy"}
+    assert not _names(extras["test"]) & {"ruff", "mypy"}  # the linters live in `dev`
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert ".[test,dev,redis,plot]" in makefile  # `make test` runs ruff and mypy too
