@@ -53,7 +53,10 @@ _MAX_REEVAL = 16  # gate look-ups per pop before taking the heap's top as is
 _SWEEP_EVERY = 0.25  # seconds between checks for handed-out requests that vanished
 _MAX_AGE = 600.0  # without an engine to ask, forget a handed-out request after this
 _KEY_CACHE = 65536
-_EARLY = 0.0005  # a request this close to eligible is handed out (timer granularity)
+# A request this close to eligible is handed out: the engine's pull (a loop turn
+# or two after the wake) then meets the gate's own timer, which releases it on
+# the dot, instead of every start slipping by the engine's latency.
+_LEAD = 0.02
 
 
 def wake_engine(crawler: Crawler) -> None:
@@ -528,8 +531,8 @@ class PolitenessAwarePriorityQueue:
                 key, soonest = self._settle(now)
             if key is None:
                 return None
-            if soonest > now + _EARLY:
-                self._arm(soonest)
+            if soonest > now + _LEAD:
+                self._arm(soonest - _LEAD)
                 return None  # nothing eligible: requests wait here, not in the gate
             heap = self._heap
             host = self._hosts[key]

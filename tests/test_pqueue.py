@@ -154,6 +154,8 @@ def test_soonest_eligible_host_first(mw: PolitenessMiddleware, clock: Clock) -> 
 
 def test_requests_wait_in_the_queue_until_both_buckets_allow(
         mw: PolitenessMiddleware, clock: Clock) -> None:
+    """Handed out at most ``_LEAD`` early: the gate's timer then releases it on time."""
+    lead = pqueue._LEAD
     ready_at(mw, "a.test", clock.now + 2)
     on_ip(mw, "b.test", "127.0.9.2")
     mw.ips.spend("127.0.9.2", clock.now + 2, INTERVAL)  # IP eligible at now + 3
@@ -163,14 +165,14 @@ def test_requests_wait_in_the_queue_until_both_buckets_allow(
     start = clock.now
     assert q.pop() is None
     assert q.next_eligible() == start + 2
-    clock.now = start + 1.999
+    clock.now = start + 2 - lead - 0.001
     assert q.pop() is None
-    clock.now = start + 2
+    clock.now = start + 2 - lead
     assert pop_hosts(q, 1) == ["a.test"]
-    clock.now = start + 2.999
+    clock.now = start + 3 - lead - 0.001
     assert q.pop() is None
     assert q.next_eligible() == start + 3
-    clock.now = start + 3
+    clock.now = start + 3 - lead
     assert pop_hosts(q, 1) == ["b.test"]
     assert len(q) == 0
 
