@@ -371,41 +371,44 @@ class PolitenessAwarePriorityQueue:
             heapq.heappop(heap)
         return None
 
-    def _settle(self, now: float) -> tuple[str | None, float]:
-        """The soonest host and its fresh estimate, re-evaluating the top (bounded).
+    def _settle(self, now: float) -> tuple[str | None, float, float]:
+        """The top host, its fresh estimate, and a lower bound of the soonest start.
 
         Stored estimates are lower bounds, so once the top's fresh estimate is
-        no later than the next entries' it is the soonest. After
-        ``_MAX_REEVAL`` look-ups the answer is the smaller of the top's fresh
-        estimate and the next stored one: at worst the engine is woken early
-        and the next ``pop`` settles further.
+        no later than the next entries' it is the soonest (and the bound is
+        that estimate). The re-evaluation is bounded by ``_MAX_REEVAL``
+        look-ups; when they run out, the bound is the smaller of the top's
+        fresh estimate and the next stored one, and ``pop`` tries again on the
+        engine's next pull.
         """
         heap = self._heap
         hosts = self._hosts
         key = self._top()
+        fresh = math.inf
         for _ in range(_MAX_REEVAL):
             if key is None:
-                return None, math.inf
+                return None, math.inf, math.inf
             host = hosts[key]
             fresh = self._estimate(host, now)
             n = len(heap)
             if n < 2:
-                return key, fresh
+                return key, fresh, fresh
             bound = heap[1][0]
             if n > 2 and heap[2][0] < bound:
                 bound = heap[2][0]
             if fresh <= (bound if bound > now else now):
-                return key, fresh
+                return key, fresh, fresh
             host.seq = next(self._seq)
             heapq.heapreplace(heap, (fresh, host.seq, key))
             key = self._top()
         if key is None:
-            return None, math.inf
+            return None, math.inf, math.inf
         fresh = self._estimate(hosts[key], now)
+        soonest = fresh
         for i in (1, 2):  # the smallest of the rest is a child of the root
-            if i < len(heap) and heap[i][0] < fresh:
-                fresh = heap[i][0]
-        return key, fresh
+            if i < len(heap) and heap[i][0] < soonest:
+                soonest = heap[i][0]
+        return key, fresh, soonest
 
     def _enter(self, key: str, host: _Host, est: float) -> None:
         """Give ``host`` a (new) live heap entry; older ones become stale."""
@@ -526,14 +529,14 @@ class PolitenessAwarePriorityQueue:
             handed.sweep(now, force=not self._heap and not any(handed.queues))
         while True:
             if mw is None:
-                key, soonest = self._top(), now
+                key, fresh, soonest = self._top(), now, now
             else:
-                key, soonest = self._settle(now)
+                key, fresh, soonest = self._settle(now)
             if key is None:
                 return None
-            if soonest > now + _LEAD:
+            if fresh > now + _LEAD:  # nothing eligible: requests wait here, not in the gate
                 self._arm(soonest - _LEAD)
-                return None  # nothing eligible: requests wait here, not in the gate
+                return None
             heap = self._heap
             host = self._hosts[key]
             request = host.queue.pop()
@@ -568,7 +571,7 @@ class PolitenessAwarePriorityQueue:
         """When ``pop`` will next hand out a request (``inf`` when empty or resolving)."""
         if self._mw is None:
             return clock() if self._top() is not None else math.inf
-        return self._settle(clock())[1]
+        return self._settle(clock())[2]
 
     def peek(self) -> Request | None:
         """The request ``pop`` would hand out next (needs a downstream ``peek``)."""
