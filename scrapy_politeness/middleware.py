@@ -16,7 +16,6 @@ import logging
 import math
 import os
 import time
-import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -52,15 +51,6 @@ logger = logging.getLogger(__name__)
 _NETWORK_SCHEMES = frozenset(("http", "https"))
 _STATS = "politeness/"
 _WATCH_EVERY = 0.25  # seconds between checks for a closing engine and eviction
-
-
-_BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, PolitenessMiddleware] = (
-    weakref.WeakKeyDictionary())
-
-
-def get_middleware(crawler: Crawler) -> PolitenessMiddleware | None:
-    """The politeness middleware of ``crawler``, once built (for the scheduler queue)."""
-    return _BY_CRAWLER.get(crawler)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +131,6 @@ class PolitenessMiddleware:
         self._waiters: dict[asyncio.Future[Any], float] = {}  # oldest first
         self._next_log = math.inf
         self._listeners: list[Callable[[str], None]] = []
-        _BY_CRAWLER[crawler] = self
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)

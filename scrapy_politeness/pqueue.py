@@ -35,7 +35,7 @@ from scrapy.pqueues import ScrapyPriorityQueue, _path_safe
 from scrapy.utils.httpobj import urlparse_cached
 
 from .dns import DnsCache
-from .middleware import get_middleware
+from .middleware import PolitenessMiddleware
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from scrapy.pqueues import QueueProtocol
     from typing_extensions import Self
 
-    from .middleware import Hint, PolitenessMiddleware
+    from .middleware import Hint
 
 __all__ = ["PolitenessAwarePriorityQueue", "clock", "wake_engine"]
 
@@ -76,6 +76,18 @@ def wake_engine(crawler: Crawler) -> None:
     nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
     if nextcall is not None:
         nextcall.schedule()
+
+
+def _gate_of(crawler: Crawler) -> PolitenessMiddleware | None:
+    """This crawl's politeness middleware, whose gate the queue asks (None: disabled).
+
+    Scheduler queues are built when the spider opens, after the engine and its
+    downloader middlewares.
+    """
+    try:
+        return crawler.get_downloader_middleware(PolitenessMiddleware)
+    except RuntimeError:  # built outside a crawl: no engine, no gate
+        return None
 
 
 def clock() -> float:
@@ -291,7 +303,7 @@ class PolitenessAwarePriorityQueue:
         self.downstream_queue_cls = downstream_queue_cls
         self._start_queue_cls = start_queue_cls
         self.key = key
-        self._mw: PolitenessMiddleware | None = get_middleware(crawler)
+        self._mw = _gate_of(crawler)
         self._handed = _handed_for(crawler)
         self._handed.queues.add(self)
         self._hosts: dict[str, _Host] = {}

@@ -66,12 +66,21 @@ def mw() -> PolitenessMiddleware:
         return None if found is DnsCache.MISS else found
 
     middleware.dns.lookup = lookup  # type: ignore[method-assign]
+    middleware.crawler._test_middlewares = [middleware]  # type: ignore[attr-defined]
     return middleware
 
 
 def _queue(crawler: Any, cls: Any = FifoMemoryQueue, key: str = "",
            startprios: Any = None) -> PolitenessAwarePriorityQueue:
-    return PolitenessAwarePriorityQueue(crawler, cls, key, startprios)
+    """A queue built as the scheduler builds it: once the engine and its middlewares exist."""
+    middlewares = [mw for mw in getattr(crawler, "_test_middlewares", ())]
+    engine = SimpleNamespace(downloader=SimpleNamespace(
+        middleware=SimpleNamespace(middlewares=middlewares), active=set()))
+    setattr(crawler, "engine", engine)  # noqa: B010
+    try:
+        return PolitenessAwarePriorityQueue(crawler, cls, key, startprios)
+    finally:
+        setattr(crawler, "engine", None)  # noqa: B010
 
 
 def ready_at(mw: PolitenessMiddleware, host: str, at: float) -> None:
@@ -463,10 +472,10 @@ async def _new_name_waits(mw: PolitenessMiddleware, clock: Clock,
     mw.ips.spend("127.0.9.9", clock.now + 1, INTERVAL)  # the IP is busy until now + 2
     wakes: list[float] = []
     nextcall = SimpleNamespace(schedule=lambda: wakes.append(clock.now))
+    q = _queue(mw.crawler)
     setattr(mw.crawler, "engine", SimpleNamespace(  # noqa: B010
         _slot=SimpleNamespace(nextcall=nextcall), downloader=SimpleNamespace(active=set())))
     try:
-        q = _queue(mw.crawler)
         q.push(Request(url("fresh.test")))
         await asyncio.sleep(0)
         assert asked == ["fresh.test"]
