@@ -105,7 +105,7 @@ def config_settings(config: str, scenario: Scenario, farm: Farm) -> dict[str, An
         settings.update(ADDONS=ADDON, POLITENESS_DEFAULT=interval, POLITENESS_FLOOR=interval,
                         POLITENESS_IP_FLOOR=scenario.ip_floor,
                         POLITENESS_DNS_NAMESERVERS=[farm.dns])
-        if scenario.host_intervals:
+        if scenario.host_intervals and not scenario.robots_delays:
             settings["POLITENESS_HOSTS"] = {h: {"floor": v}
                                             for h, v in scenario.host_intervals.items()}
         if config == "plugin+default-queue":
@@ -134,12 +134,12 @@ class Row:
     error: str = ""
 
 
-def run_scenario(scenario: Scenario) -> list[Row]:
+def run_scenario(scenario: Scenario, configs: tuple[str, ...] = CONFIGS) -> list[Row]:
     rows: list[Row] = []
     bound, _ = scenario.lower_bound()
     with Farm(scenario.spec) as farm:
         urls = [farm.url(h, p) for h, p in scenario.urls]
-        for config in CONFIGS:
+        for config in configs:
             farm.reset()
             progress(f"{scenario.name}: {config} ({len(urls)} URLs, T* {bound:.2f} s)")
             stock = not config.startswith("plugin")
@@ -361,7 +361,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     names = [*SCENARIOS, *EXTRA_SECTIONS]
     parser.add_argument("--only", action="append", metavar="NAME",
                         help=f"run only these (repeat or comma-separate): {', '.join(names)}")
+    parser.add_argument("--configs", default=",".join(CONFIGS), metavar="A,B",
+                        help=f"configurations to compare (default: all of {', '.join(CONFIGS)})")
     args = parser.parse_args(argv)
+    configs = tuple(c for c in args.configs.split(",") if c)
+    if not configs or set(configs) - set(CONFIGS):
+        parser.error(f"unknown --configs {args.configs!r}; choose from {CONFIGS}")
+    args.configs = configs
     only = [n for item in args.only or [] for n in item.split(",") if n]
     unknown = sorted(set(only) - set(names))
     if unknown:
@@ -379,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             if not any(line.startswith("## Politeness") for line in out):
                 out += ["## Politeness scenarios", ""]
             scenario = make(args.quick)
-            out += scenario_table(scenario, run_scenario(scenario))
+            out += scenario_table(scenario, run_scenario(scenario, args.configs))
     if "dns-faults" in args.only:
         from .dns_faults import run_dns_faults
 

@@ -27,6 +27,7 @@ class Scenario:
     concurrent_requests: int = 16
     extra: dict[str, Any] = field(default_factory=dict)  # settings for every config
     host_intervals: dict[str, float] = field(default_factory=dict)  # hosts slower than interval
+    robots_delays: bool = False  # the plugin learns host_intervals from robots.txt Crawl-delay
 
     def interval_of(self, host: str) -> float:
         return self.host_intervals.get(host, self.interval)
@@ -54,12 +55,15 @@ class Scenario:
         Max over every host of (requests - 1) x interval, over every IP of
         (requests - 1) x max(ip_floor, interval), and for a rate-limited host of
         (requests - 1) x its server-side rate interval. Requests are counted
-        from the URL list, so retries do not inflate the bound. Returns the
+        from the URL list (plus one robots.txt per host under ROBOTSTXT_OBEY),
+        so retries do not inflate the bound. Returns the
         bound and what sets it.
         """
         ips = self.host_ip()
         per_host = Counter(h for h, _ in self.urls)
-        per_ip = Counter(ips[h] for h, _ in self.urls)
+        if self.extra.get("ROBOTSTXT_OBEY"):  # each host's robots.txt is one more start
+            per_host.update(per_host.keys())
+        per_ip = Counter(ips[h] for h in per_host.elements())
         best = (0.0, "-")
         for host, n in per_host.items():
             best = max(best, ((n - 1) * self.interval_of(host), f"host {host}"))
@@ -144,5 +148,47 @@ def slow_head(quick: bool) -> Scenario:
                     host_intervals={f"slow.{DOMAIN}": 3.0})
 
 
+def crawl_delay_head(quick: bool) -> Scenario:
+    """Hosts whose robots.txt asks a long Crawl-delay, yielded before many fast hosts.
+
+    With waiters in the gate, the slow hosts' requests hold the downloader's
+    slots for the first seconds; waiting in the scheduler, the fast hosts run
+    at their limit from the first second.
+    """
+    n_slow, per_slow, n_fast, per_fast = (2, 3, 6, 12) if quick else (4, 6, 20, 60)
+    delay = 2.5
+    slow_ips = [f"127.0.0.{2 + i}" for i in range(n_slow)]
+    fast_ips = [f"127.0.0.{2 + n_slow + i}" for i in range(n_fast)]
+    hosts: dict[str, Any] = {
+        f"cd{i}.{DOMAIN}": {"ip": ip, "kind": "normal", "pages": per_slow,
+                            "crawl_delay": delay} for i, ip in enumerate(slow_ips)}
+    for i, ip in enumerate(fast_ips):
+        hosts[f"f{i:02d}.{DOMAIN}"] = {"ip": ip, "kind": "normal", "pages": per_fast}
+    slow = [h for h in hosts if h.startswith("cd")]
+    urls = [(h, p) for h in slow for p in _pages(per_slow)]
+    urls += [(h, p) for p in _pages(per_fast) for h in hosts if h not in slow]
+    return Scenario("crawl-delay-head",
+                    f"{n_slow} hosts whose robots.txt asks Crawl-delay {delay:g} s "
+                    f"({per_slow} URLs each, yielded first), then {n_fast} hosts x {per_fast} "
+                    "URLs at 0.3 s; one IP each; ROBOTSTXT_OBEY",
+                    {"ips": [*slow_ips, *fast_ips], "hosts": hosts}, urls,
+                    interval=0.3, ip_floor=0.3, concurrent_requests=16,
+                    extra={"ROBOTSTXT_OBEY": True},
+                    host_intervals=dict.fromkeys(slow, delay), robots_delays=True)
+
+
+def many_hosts(quick: bool) -> Scenario:
+    """Many hosts at a high rate: the per-host cost of DNS, gate and queue state."""
+    n_hosts, n_ips, per_host = (300, 10, 2) if quick else (1500, 30, 2)
+    ips = [f"127.0.0.{2 + i}" for i in range(n_ips)]
+    hosts = {f"m{i:04d}.{DOMAIN}": {"ip": ips[i % n_ips], "kind": "normal", "pages": per_host}
+             for i in range(n_hosts)}
+    urls = [(h, p) for p in _pages(per_host) for h in hosts]
+    return Scenario("many-hosts", f"{n_hosts} hosts on {n_ips} IPs, {per_host} URLs each",
+                    {"ips": ips, "hosts": hosts}, urls, interval=0.1, ip_floor=0.1,
+                    concurrent_requests=64)
+
+
 SCENARIOS = {"broad": broad, "shared-ip": shared_ip, "head-of-line": head_of_line,
-             "slow-head": slow_head, "rate-limited": rate_limited}
+             "slow-head": slow_head, "rate-limited": rate_limited,
+             "crawl-delay-head": crawl_delay_head, "many-hosts": many_hosts}

@@ -16,7 +16,6 @@ import logging
 import math
 import os
 import time
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -64,15 +63,6 @@ logger = logging.getLogger(__name__)
 _NETWORK_SCHEMES = frozenset(("http", "https"))
 _STATS = "politeness/"
 _WATCH_EVERY = 0.25  # seconds between checks for a closing engine and eviction
-
-
-_BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, PolitenessMiddleware] = (
-    weakref.WeakKeyDictionary())
-
-
-def get_middleware(crawler: Crawler) -> PolitenessMiddleware | None:
-    """The politeness middleware of ``crawler``, once built (for the scheduler queue)."""
-    return _BY_CRAWLER.get(crawler)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +142,7 @@ class PolitenessMiddleware:
         self._waits = PeriodWaits()
         self._waiters: dict[asyncio.Future[Any], float] = {}  # oldest first
         self._next_log = math.inf
-        _BY_CRAWLER[crawler] = self
+        self._listeners: list[Callable[[str], None]] = []
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
@@ -194,6 +184,15 @@ class PolitenessMiddleware:
         return None if exempt else ip
 
     # -- the gate ----------------------------------------------------------
+
+    def add_listener(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(key)`` whenever the gate re-times a host key (the queue)."""
+        self._listeners.append(listener)
+
+    def _retime(self, key: str) -> None:
+        self.gate.touch(key)
+        for listener in self._listeners:
+            listener(key)
 
     def hint(self, request: Request) -> Hint | None:
         """The gate's view of ``request`` without waiting (no DNS query: an
@@ -511,7 +510,7 @@ class PolitenessMiddleware:
                            "(%ss) for %s consecutive fetches; dropping its requests",
                            key, state.config.ceiling, self.hosts.dead_after)
             self._drop_waiting(key, reason, "dropped/dead")
-        self.gate.touch(key)
+        self._retime(key)
         self._pump(now)
 
     def _shared_feedback(self, key: str, signal: Signal) -> None:
@@ -543,7 +542,7 @@ class PolitenessMiddleware:
             reason = f"politeness: host {key} is dead (declared by another crawler)"
             self._drop_reason[key] = reason
             self._drop_waiting(key, reason, "dropped/dead")
-        self.gate.touch(key)
+        self._retime(key)
         self._pump()
 
     def _park(self, key: str, until: float, reason: str) -> None:
@@ -593,7 +592,7 @@ class PolitenessMiddleware:
                 task = self._loop.create_task(self.backend.set_crawl_delay(key, delay))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
-        self.gate.touch(key)
+        self._retime(key)
         if self._loop is not None:
             self._pump()
 

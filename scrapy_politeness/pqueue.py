@@ -1,17 +1,21 @@
-"""A scheduler priority queue that sees the politeness gate.
+"""A scheduler priority queue in which requests wait for their buckets.
 
-A request waiting in the gate holds one of Scrapy's ``CONCURRENT_REQUESTS``.
-Scrapy's ``DownloaderAwarePriorityQueue`` balances by requests already inside
-downloader slots, so it cannot see requests parked in a middleware: when one
-big host's URLs come first, its waiting requests take every slot and the crawl
-runs at that host's pace while other hosts idle (head-of-line blocking).
+A request waiting in the gate holds one of Scrapy's ``CONCURRENT_REQUESTS``:
+while the downloader is full of waiters, the scheduler cannot hand out the
+hosts behind them (head-of-line blocking). So requests wait HERE instead:
+:class:`PolitenessAwarePriorityQueue` hands the engine only a request whose
+host and IP buckets are eligible now (counting the requests it already handed
+out that the gate has not released yet), and otherwise answers ``None`` and
+wakes the engine at the soonest eligible instant. ``CONCURRENT_REQUESTS`` then
+counts downloads, not waiters. The middleware's gate stays the enforcement
+point: whatever a queue does, nothing starts before both buckets allow it.
 
-:class:`PolitenessAwarePriorityQueue` hands out next the request whose host and
-IP buckets become eligible soonest, counting the requests it already handed
-out that the downloader has not seen yet. Within one host key, Scrapy's
-priorities and the FIFO/LIFO order of the downstream queue are kept (one
-:class:`~scrapy.pqueues.ScrapyPriorityQueue` per key); hosts are chosen with a
-lazily re-evaluated heap, a bounded number of gate look-ups per ``pop``.
+Each new host name is resolved when its first request is enqueued (in the
+background), so the IP bucket is known when the queue chooses. Within one
+host key, Scrapy's priorities and the FIFO/LIFO order of the downstream queue
+are kept (one :class:`~scrapy.pqueues.ScrapyPriorityQueue` per key); hosts are
+chosen with a lazily re-evaluated heap, a bounded number of gate look-ups per
+``pop``.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+import math
 import time
 import weakref
 from contextlib import suppress
@@ -30,8 +35,9 @@ from scrapy import Request, signals
 from scrapy.pqueues import ScrapyPriorityQueue, _path_safe
 from scrapy.utils.httpobj import urlparse_cached
 
+from .dns import DnsCache
 from .meta import bucket_of, bypasses
-from .middleware import get_middleware
+from .middleware import PolitenessMiddleware
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -40,9 +46,9 @@ if TYPE_CHECKING:
     from scrapy.pqueues import QueueProtocol
     from typing_extensions import Self
 
-    from .middleware import Hint, PolitenessMiddleware
+    from .middleware import Hint
 
-__all__ = ["PolitenessAwarePriorityQueue", "clock"]
+__all__ = ["PolitenessAwarePriorityQueue", "clock", "wake_engine"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +57,41 @@ _MAX_REEVAL = 16  # gate look-ups per pop before taking the heap's top as is
 _SWEEP_EVERY = 0.25  # seconds between checks for handed-out requests that vanished
 _MAX_AGE = 600.0  # without an engine to ask, forget a handed-out request after this
 _KEY_CACHE = 65536
+# A request this close to eligible is handed out: the engine's pull (a loop turn
+# or two after the wake) then meets the gate's own timer, which releases it on
+# the dot, instead of every start slipping by the engine's latency.
+_LEAD = 0.02
+
+
+def wake_engine(crawler: Crawler) -> None:
+    """Ask the engine to pull from the scheduler on its next loop turn.
+
+    Relies on the engine's private ``_slot.nextcall`` (a ``CallLaterOnce``,
+    Scrapy 2.13 to 2.19): the engine pulls requests when a download ends, a
+    request is scheduled, or every 5 s (its heartbeat) while the scheduler has
+    pending requests but returns none. Without this call a request that
+    becomes eligible in between would wait for the heartbeat. Missing
+    attributes (another Scrapy) leave the heartbeat as the fallback.
+    """
+    try:
+        engine = crawler.engine
+    except (AttributeError, RuntimeError):  # the crawl has not started
+        return
+    nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
+    if nextcall is not None:
+        nextcall.schedule()
+
+
+def _gate_of(crawler: Crawler) -> PolitenessMiddleware | None:
+    """This crawl's politeness middleware, whose gate the queue asks (None: disabled).
+
+    Scheduler queues are built when the spider opens, after the engine and its
+    downloader middlewares.
+    """
+    try:
+        return crawler.get_downloader_middleware(PolitenessMiddleware)
+    except RuntimeError:  # built outside a crawl: no engine, no gate
+        return None
 
 
 def clock() -> float:
@@ -197,25 +238,31 @@ def _probe(request: Request) -> Request | None:
 
 
 class _Host:
-    __slots__ = ("hostname", "probe", "queue")
+    """One host key's requests; ``seq`` names its live heap entry (0: none, e.g. while
+    its name resolves), so re-keying it pushes a new entry and the old one is skipped."""
+
+    __slots__ = ("hostname", "probe", "queue", "seq")
 
     def __init__(self, queue: ScrapyPriorityQueue) -> None:
         self.queue = queue
         self.probe: Request | None = None
         self.hostname: str | None = None
+        self.seq = 0
 
 
 class PolitenessAwarePriorityQueue:
-    """Hands out the request whose host and IP become eligible soonest.
+    """Hands out a request only once its host and IP buckets are eligible.
 
     Use as ``SCHEDULER_PRIORITY_QUEUE`` (the add-on sets it). The estimate for
     a host key with ``p`` requests handed out and not yet released by the gate
     is ``max(host_ready + p * interval, ip_ready + q * ip_interval, now)``
     (``q``: handed out on its IP; the ready instants taken no earlier than
-    the first of those was handed out); a host whose IP is not
-    cached yet counts only its host term, so its first request goes out at
-    once. ``pop`` never stalls: when nothing is eligible it hands out the
-    soonest request anyway, and the gate makes it wait.
+    the first of those was handed out). ``pop`` hands out the soonest request
+    if that estimate is now; otherwise it returns None and arms one timer that
+    wakes the engine then (:func:`wake_engine`). A host whose name is not
+    cached yet is held until its lookup ends (a failed lookup is eligible at
+    once: the middleware fails it fast); a name whose cached answer expired
+    counts only its host term.
 
     The heap holds one ``(estimate, seq, key)`` per non-empty host. Estimates
     only grow in the common case (buckets move forward, counts rise), so a
@@ -260,15 +307,20 @@ class PolitenessAwarePriorityQueue:
         self.downstream_queue_cls = downstream_queue_cls
         self._start_queue_cls = start_queue_cls
         self.key = key
-        self._mw: PolitenessMiddleware | None = get_middleware(crawler)
+        self._mw = _gate_of(crawler)
         self._handed = _handed_for(crawler)
         self._handed.queues.add(self)
         self._hosts: dict[str, _Host] = {}
         self._heap: list[tuple[float, int, str]] = []
-        self._seq = itertools.count()
+        self._seq = itertools.count(1)
         self._tick = 0.0  # the round-robin clock when there is no middleware
         self._keys: dict[str, str] = {}  # hostname -> host key
         self._len = 0
+        self._wake: asyncio.TimerHandle | None = None
+        self._wake_at = math.inf
+        self._resolving: set[asyncio.Task[Any]] = set()
+        if self._mw is not None:
+            self._mw.add_listener(self._retime)
         if startprios:
             now = clock() if self._mw is not None else self._tick
             for host_key, prios in startprios.items():
@@ -276,8 +328,9 @@ class PolitenessAwarePriorityQueue:
                 if not queue:
                     queue.close()
                     continue
-                self._hosts[host_key] = _Host(queue)
-                self._heap.append((now, next(self._seq), host_key))
+                host = self._hosts[host_key] = _Host(queue)
+                host.seq = next(self._seq)
+                self._heap.append((now, host.seq, host_key))
                 self._len += len(queue)
 
     def _pqfactory(self, host_key: str, startprios: Iterable[int] = ()) -> ScrapyPriorityQueue:
@@ -322,22 +375,77 @@ class PolitenessAwarePriorityQueue:
         hint = self._mw.hint(host.probe)
         return now if hint is None else self._from_hint(hint, now)
 
-    def _settle(self, now: float) -> None:
-        """Re-evaluate the heap's top until it is the soonest (bounded)."""
+    def _top(self) -> str | None:
+        """The key of the heap's top live entry, dropping stale ones above it."""
         heap = self._heap
         hosts = self._hosts
+        while heap:
+            _, seq, key = heap[0]
+            host = hosts.get(key)
+            if host is not None and host.seq == seq:
+                return key
+            heapq.heappop(heap)
+        return None
+
+    def _settle(self, now: float) -> tuple[str | None, float, float]:
+        """The top host, its fresh estimate, and a lower bound of the soonest start.
+
+        Stored estimates are lower bounds, so once the top's fresh estimate is
+        no later than the next entries' it is the soonest (and the bound is
+        that estimate). The re-evaluation is bounded by ``_MAX_REEVAL``
+        look-ups; when they run out, the bound is the smaller of the top's
+        fresh estimate and the next stored one, and ``pop`` tries again on the
+        engine's next pull.
+        """
+        heap = self._heap
+        hosts = self._hosts
+        key = self._top()
+        fresh = math.inf
         for _ in range(_MAX_REEVAL):
+            if key is None:
+                return None, math.inf, math.inf
+            host = hosts[key]
+            fresh = self._estimate(host, now)
             n = len(heap)
             if n < 2:
-                return
-            _, _, key = heap[0]
-            fresh = self._estimate(hosts[key], now)
+                return key, fresh, fresh
             bound = heap[1][0]
             if n > 2 and heap[2][0] < bound:
                 bound = heap[2][0]
             if fresh <= (bound if bound > now else now):
-                return
-            heapq.heapreplace(heap, (fresh, next(self._seq), key))
+                return key, fresh, fresh
+            host.seq = next(self._seq)
+            heapq.heapreplace(heap, (fresh, host.seq, key))
+            key = self._top()
+        if key is None:
+            return None, math.inf, math.inf
+        fresh = self._estimate(hosts[key], now)
+        soonest = fresh
+        for i in (1, 2):  # the smallest of the rest is a child of the root
+            if i < len(heap) and heap[i][0] < soonest:
+                soonest = heap[i][0]
+        return key, fresh, soonest
+
+    def _enter(self, key: str, host: _Host, est: float) -> None:
+        """Give ``host`` a (new) live heap entry; older ones become stale."""
+        host.seq = next(self._seq)
+        heapq.heappush(self._heap, (est, host.seq, key))
+        if len(self._heap) > 2 * len(self._hosts) + 64:  # compact stale entries
+            self._heap = [e for e in self._heap
+                          if (h := self._hosts.get(e[2])) is not None and h.seq == e[1]]
+            heapq.heapify(self._heap)
+
+    def _retime(self, key: str) -> None:
+        """The gate changed ``key``'s buckets (feedback, Crawl-delay): estimate it anew.
+
+        Heap entries are lower bounds, so a host that became eligible EARLIER
+        (a narrowed interval) would otherwise wait for its stale entry.
+        """
+        host = self._hosts.get(key)
+        if host is None or not host.seq or host.probe is None:
+            return
+        now = clock()
+        self._enter(key, host, self._estimate(host, now))
 
     def _host_key(self, request: Request) -> str:
         parsed = urlparse_cached(request)
@@ -359,6 +467,45 @@ class PolitenessAwarePriorityQueue:
             self._keys[hostname] = key
         return key
 
+    # -- waking the engine ---------------------------------------------------
+
+    def _arm(self, at: float) -> None:
+        """Wake the engine at ``at`` (one timer: the earliest asked for)."""
+        if at >= self._wake_at:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (unit tests on a fake clock)
+            return
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake_at = at
+        self._wake = loop.call_at(at, self._on_wake)
+
+    def _on_wake(self) -> None:
+        self._wake = None
+        self._wake_at = math.inf
+        wake_engine(self.crawler)
+
+    def _resolve(self, key: str, host: _Host, hostname: str) -> None:
+        """Look ``hostname`` up in the background; enter the host once it is known."""
+        assert self._mw is not None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop: the gate resolves it when it gets there
+            self._enter(key, host, clock())
+            return
+        task = loop.create_task(self._mw.dns.resolve(hostname))
+        self._resolving.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._resolving.discard(t)
+            if self._hosts.get(key) is host and not host.seq:
+                self._enter(key, host, self._estimate(host, clock()))
+                wake_engine(self.crawler)
+
+        task.add_done_callback(done)
+
     # -- the queue protocol ------------------------------------------------
 
     def push(self, request: Request) -> None:
@@ -376,18 +523,21 @@ class PolitenessAwarePriorityQueue:
             raise
         self._hosts[key] = host
         self._len += 1
-        if self._mw is None:
-            est = self._tick
-        elif key == _NETWORK_KEY:
-            est = clock()
-        else:
-            host.probe = _probe(request)
-            host.hostname = urlparse_cached(request).hostname
-            est = self._estimate(host, clock())
-        heapq.heappush(self._heap, (est, next(self._seq), key))
+        mw = self._mw
+        if mw is None:
+            self._enter(key, host, self._tick)
+            return
+        if key == _NETWORK_KEY:
+            self._enter(key, host, clock())
+            return
+        host.probe = _probe(request)
+        hostname = host.hostname = urlparse_cached(request).hostname
+        if hostname is not None and mw.dns.lookup(hostname) is DnsCache.MISS:
+            self._resolve(key, host, hostname)
+            return
+        self._enter(key, host, self._estimate(host, clock()))
 
     def pop(self) -> Request | None:
-        heap = self._heap
         handed = self._handed
         mw = self._mw
         now = clock()
@@ -395,11 +545,18 @@ class PolitenessAwarePriorityQueue:
             # Once the scheduler is empty, the engine asks after every download
             # that ends: sweeping then too means that, when the crawl finishes,
             # only requests dropped while closing are left for close() to rescue.
-            handed.sweep(now, force=not heap and not any(handed.queues))
-        while heap:
-            if mw is not None:
-                self._settle(now)
-            key = heap[0][2]
+            handed.sweep(now, force=not self._heap and not any(handed.queues))
+        while True:
+            if mw is None:
+                key, fresh, soonest = self._top(), now, now
+            else:
+                key, fresh, soonest = self._settle(now)
+            if key is None:
+                return None
+            if fresh > now + _LEAD:  # nothing eligible: requests wait here, not in the gate
+                self._arm(soonest - _LEAD)
+                return None
+            heap = self._heap
             host = self._hosts[key]
             request = host.queue.pop()
             if request is None:  # a queue that claimed more than it had
@@ -423,20 +580,22 @@ class PolitenessAwarePriorityQueue:
                         host.probe = _probe(request)
                     est = self._from_hint(hint, now)
             if host.queue:
-                heapq.heapreplace(heap, (est, next(self._seq), key))
+                heapq.heapreplace(heap, (est, host.seq, key))
             else:
                 heapq.heappop(heap)
                 self._remove(key)
             return request
-        return None
+
+    def next_eligible(self) -> float:
+        """When ``pop`` will next hand out a request (``inf`` when empty or resolving)."""
+        if self._mw is None:
+            return clock() if self._top() is not None else math.inf
+        return self._settle(clock())[2]
 
     def peek(self) -> Request | None:
         """The request ``pop`` would hand out next (needs a downstream ``peek``)."""
-        if not self._heap:
-            return None
-        if self._mw is not None:
-            self._settle(clock())
-        return self._hosts[self._heap[0][2]].queue.peek()
+        key = self._settle(clock())[0] if self._mw is not None else self._top()
+        return None if key is None else self._hosts[key].queue.peek()
 
     def _remove(self, key: str) -> None:
         host = self._hosts.pop(key)

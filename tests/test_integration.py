@@ -12,6 +12,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import pytest
 from crawling import farm_settings, run_crawl
 
 from scrapy_politeness._sitefarm import Arrival, starts_by, violations
@@ -171,16 +172,25 @@ def test_cache_hits_are_neither_delayed_nor_counted(farm_factory: Any, tmp_path:
     assert all(item["waited"] is None for item in second.items)
 
 
-def test_closing_with_requests_waiting_finishes_promptly(farm_factory: Any) -> None:
+@pytest.mark.parametrize("queue", ["politeness", "scrapy"])
+def test_closing_with_requests_waiting_finishes_promptly(farm_factory: Any, queue: str) -> None:
+    """With the plugin's queue, requests wait in the scheduler; with Scrapy's default
+    queue they wait in the gate, which drops them as soon as the engine closes."""
     spec = {"ips": ["127.0.0.2"], "hosts": {
         "big.farm.test": {"ip": "127.0.0.2", "kind": "normal", "pages": 40},
     }}
     farm = farm_factory(spec)
     urls = [farm.url("big.farm.test", f"/p/{i}") for i in range(40)]
+    extra = {} if queue == "politeness" else {
+        "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue"}
     result = run_crawl(urls, farm_settings(farm, POLITENESS_DEFAULT=5.0, POLITENESS_FLOOR=5.0,
-                                           CLOSESPIDER_TIMEOUT=1.5), follow=False)
+                                           CLOSESPIDER_TIMEOUT=1.5, **extra), follow=False)
     assert result.stat("finish_reason") == "closespider_timeout"
-    assert result.stat("politeness/dropped/closing") >= 10
+    if queue == "politeness":
+        assert result.stat("scheduler/enqueued") - result.stat("scheduler/dequeued") >= 10
+        assert result.stat("politeness/dropped/closing") == 0
+    else:
+        assert result.stat("politeness/dropped/closing") >= 10
     assert result.stat("elapsed_time_seconds") < 1.5 + 1.0
     assert len(farm.arrivals()) == 1
 

@@ -6,6 +6,7 @@ cache; time is the queue's ``clock`` replaced by a fake one. No sleeps.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import random
@@ -15,12 +16,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import pytest_twisted
 from scrapy import Request, signals
 from scrapy.pqueues import _path_safe
 from scrapy.squeues import FifoMemoryQueue, PickleFifoDiskQueue, PickleLifoDiskQueue
 from scrapy.utils.test import get_crawler
+from twisted.internet.defer import Deferred
 
 from scrapy_politeness import pqueue
+from scrapy_politeness.dns import DnsCache
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.pqueue import PolitenessAwarePriorityQueue
 
@@ -51,12 +55,32 @@ def _crawler(**settings: Any) -> Any:
 
 @pytest.fixture
 def mw() -> PolitenessMiddleware:
-    return PolitenessMiddleware.from_crawler(_crawler())
+    """The real middleware; names not set with ``on_ip`` count as looked up with no
+    answer, so no query leaves the machine (``test_new_name_waits_for_its_lookup``
+    covers the lookup itself)."""
+    middleware = PolitenessMiddleware.from_crawler(_crawler())
+    real_lookup = middleware.dns.lookup
+
+    def lookup(hostname: str) -> object:
+        found = real_lookup(hostname)
+        return None if found is DnsCache.MISS else found
+
+    middleware.dns.lookup = lookup  # type: ignore[method-assign]
+    middleware.crawler._test_middlewares = [middleware]  # type: ignore[attr-defined]
+    return middleware
 
 
 def _queue(crawler: Any, cls: Any = FifoMemoryQueue, key: str = "",
            startprios: Any = None) -> PolitenessAwarePriorityQueue:
-    return PolitenessAwarePriorityQueue(crawler, cls, key, startprios)
+    """A queue built as the scheduler builds it: once the engine and its middlewares exist."""
+    middlewares = [mw for mw in getattr(crawler, "_test_middlewares", ())]
+    engine = SimpleNamespace(downloader=SimpleNamespace(
+        middleware=SimpleNamespace(middlewares=middlewares), active=set()))
+    setattr(crawler, "engine", engine)  # noqa: B010
+    try:
+        return PolitenessAwarePriorityQueue(crawler, cls, key, startprios)
+    finally:
+        setattr(crawler, "engine", None)  # noqa: B010
 
 
 def ready_at(mw: PolitenessMiddleware, host: str, at: float) -> None:
@@ -84,10 +108,33 @@ def reached(mw: PolitenessMiddleware, request: Request) -> None:
                                       spider=None)
 
 
+def take(q: PolitenessAwarePriorityQueue) -> Request | None:
+    """The next request, moving the fake clock to when the queue hands it out."""
+    if not len(q):
+        assert q.pop() is None
+        return None
+    c = pqueue.clock
+    for _ in range(100):
+        at = q.next_eligible()  # a lower bound of the soonest instant
+        if at > c.now:  # type: ignore[attr-defined]
+            c.now = at  # type: ignore[attr-defined]
+        r = q.pop()
+        if r is not None:
+            return r
+    raise AssertionError("the queue holds requests but never hands one out")
+
+
+def drain(q: PolitenessAwarePriorityQueue) -> list[Request]:
+    out = []
+    while (r := take(q)) is not None:
+        out.append(r)
+    return out
+
+
 def pop_hosts(q: PolitenessAwarePriorityQueue, n: int) -> list[str]:
     out = []
     for _ in range(n):
-        r = q.pop()
+        r = take(q)
         assert r is not None
         out.append(r.url.split("/")[2])
     return out
@@ -112,6 +159,55 @@ def test_soonest_eligible_host_first(mw: PolitenessMiddleware, clock: Clock) -> 
     for host in ("late.test", "soon.test", "past.test", "new.test"):
         q.push(Request(url(host)))
     assert pop_hosts(q, 4) == ["past.test", "new.test", "soon.test", "late.test"]
+
+
+def test_requests_wait_in_the_queue_until_both_buckets_allow(
+        mw: PolitenessMiddleware, clock: Clock) -> None:
+    """Handed out at most ``_LEAD`` early: the gate's timer then releases it on time."""
+    lead = pqueue._LEAD
+    ready_at(mw, "a.test", clock.now + 2)
+    on_ip(mw, "b.test", "127.0.9.2")
+    mw.ips.spend("127.0.9.2", clock.now + 2, INTERVAL)  # IP eligible at now + 3
+    q = _queue(mw.crawler)
+    q.push(Request(url("a.test")))
+    q.push(Request(url("b.test")))
+    start = clock.now
+    assert q.pop() is None
+    assert q.next_eligible() == start + 2
+    clock.now = start + 2 - lead - 0.001
+    assert q.pop() is None
+    clock.now = start + 2 - lead
+    assert pop_hosts(q, 1) == ["a.test"]
+    clock.now = start + 3 - lead - 0.001
+    assert q.pop() is None
+    assert q.next_eligible() == start + 3
+    clock.now = start + 3 - lead
+    assert pop_hosts(q, 1) == ["b.test"]
+    assert len(q) == 0
+
+
+def test_a_host_the_gate_retimes_earlier_comes_forward(
+        mw: PolitenessMiddleware, clock: Clock) -> None:
+    """Stored estimates are lower bounds; a narrowed interval must not wait for them."""
+    q = _queue(mw.crawler)
+    q.push(Request(url("a.test", 0)))
+    q.push(Request(url("a.test", 1)))
+    first = take(q)
+    assert first is not None
+    start = clock.now
+    ready_at(mw, "z.test", start + 3)
+    q.push(Request(url("z.test")))
+    reached(mw, first)
+    mw.hosts.get("a.test").adaptive = 5.0  # backed off while its request was in flight
+    mw.hosts.get("a.test").last_start = start
+    assert q.pop() is None
+    assert q.next_eligible() == start + 3  # z; a is stored at start + 5
+    mw.hosts.get("a.test").adaptive = 2.0  # then a healthy answer narrowed it
+    mw._retime("a.test")
+    clock.now = start + 2
+    second = q.pop()
+    assert second is not None
+    assert second.url == url("a.test", 1)
 
 
 def test_busy_ip_pushes_its_hosts_back(mw: PolitenessMiddleware, clock: Clock) -> None:
@@ -144,7 +240,7 @@ def test_pending_handed_out_requests_push_a_host_back(
     # big is eligible now; once one of its requests waits in the gate it is
     # eligible at now + 1, after small (now + 0.5). A queue blind to handed-out
     # requests would give big twice in a row.
-    first = q.pop()
+    first = take(q)
     assert first is not None
     assert first.url.startswith("http://big.test")
     assert pop_hosts(q, 1) == ["small.test"]
@@ -174,9 +270,7 @@ def test_priorities_and_fifo_within_a_host(mw: PolitenessMiddleware, clock: Cloc
     q = _queue(mw.crawler)
     for n, prio in enumerate([0, 5, -1, 5, 0]):
         q.push(Request(url("a.test", n), priority=prio))
-    got = []
-    while (r := q.pop()) is not None:
-        got.append(r.url.rsplit("/", 1)[1])
+    got = [r.url.rsplit("/", 1)[1] for r in drain(q)]
     assert got == ["1", "3", "0", "4", "2"]
 
 
@@ -198,6 +292,7 @@ def test_non_network_requests_are_not_held_back(mw: PolitenessMiddleware, clock:
     first = q.pop()
     assert first is not None
     assert first.url.startswith("data:")
+    assert q.pop() is None  # a.test waits in the queue, not in the gate
     assert not q._handed.requests  # the gate ignores it: nothing to count
 
 
@@ -206,7 +301,7 @@ def test_dropped_requests_do_not_leak_counts(mw: PolitenessMiddleware, clock: Cl
     q = _queue(mw.crawler)
     for n in range(4):
         q.push(Request(url("a.test", n)))
-    handed = [r for _ in range(4) if (r := q.pop()) is not None]
+    handed = drain(q)
     assert len(handed) == 4
     assert q._handed.by_key == {"a.test": 4}
     # request_dropped / request_left_downloader / response_received also clear.
@@ -263,7 +358,7 @@ def test_random_push_pop_loses_and_duplicates_nothing(
             elif op < 0.9:
                 r = q.pop()
                 if r is None:
-                    assert len(q) == 0
+                    assert len(q) == 0 or q.next_eligible() > clock.now
                 else:
                     popped[r.url] += 1
                     outstanding.append(r)
@@ -273,7 +368,7 @@ def test_random_push_pop_loses_and_duplicates_nothing(
                 mw.hosts.get(r.url.split("/")[2]).last_start = clock.now
             clock.now += rng.random() * 0.3
             assert len(q) == sum(pushed.values()) - sum(popped.values())
-        while (r := q.pop()) is not None:
+        for r in drain(q):
             popped[r.url] += 1
         assert popped == pushed
         assert max(popped.values()) == 1
@@ -298,7 +393,7 @@ def test_many_hosts_cost_few_gate_lookups_per_pop(
 
     monkeypatch.setattr(mw, "hint", counting_hint)
     for _ in range(2 * n):
-        assert q.pop() is not None
+        assert take(q) is not None
         clock.now += 0.001
     assert q.pop() is None
     print(f"gate look-ups per pop: {calls / (2 * n):.2f}")
@@ -320,9 +415,7 @@ def test_jobdir_round_trip(mw: PolitenessMiddleware, clock: Clock, tmp_path: Pat
         assert (tmp_path / "requests.queue" / _path_safe(host_key)).is_dir()
     again = _queue(mw.crawler, PickleLifoDiskQueue, key, state)
     assert len(again) == 60
-    got = []
-    while (popped := again.pop()) is not None:
-        got.append(popped.url)
+    got = [popped.url for popped in drain(again)]
     assert sorted(got) == sorted(urls)
     assert again.close() == {}
     assert not any((tmp_path / "requests.queue").iterdir())  # host directories reclaimed
@@ -335,7 +428,7 @@ def test_close_takes_back_requests_the_gate_dropped(
     q = _queue(mw.crawler, PickleFifoDiskQueue, key)
     for n in range(5):
         q.push(Request(url("a.test", n)))
-    first, second = q.pop(), q.pop()
+    first, second = take(q), take(q)
     assert first is not None
     assert second is not None
     reached(mw, first)  # downloaded: must not come back
@@ -345,9 +438,7 @@ def test_close_takes_back_requests_the_gate_dropped(
     finally:
         fake_engine(mw.crawler, None)
     again = _queue(mw.crawler, PickleFifoDiskQueue, key, state)
-    got = set()
-    while (r := again.pop()) is not None:
-        got.add(r.url)
+    got = {r.url for r in drain(again)}
     assert got == {url("a.test", n) for n in range(1, 5)}
     assert mw.crawler.stats.get_value("politeness/scheduler/rescued") == 1
 
@@ -364,7 +455,7 @@ def test_close_counts_and_logs_requests_it_cannot_serialise(
     memory = _queue(mw.crawler)
     disk = _queue(mw.crawler, PickleFifoDiskQueue, str(tmp_path / "q"))
     memory.push(Request(url("a.test"), callback=lambda response: None))  # no pickle for this
-    assert memory.pop() is not None
+    assert take(memory) is not None
     fake_engine(mw.crawler, set())
     try:
         disk.close()
@@ -373,3 +464,48 @@ def test_close_counts_and_logs_requests_it_cannot_serialise(
     assert mw.crawler.stats.get_value("politeness/scheduler/lost_unserializable") == 1
     assert mw.crawler.stats.get_value("politeness/scheduler/rescued") is None
     assert "cannot be serialised" in caplog.text
+
+
+@pytest_twisted.ensureDeferred
+async def test_new_name_waits_for_its_lookup(
+        mw: PolitenessMiddleware, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new name is resolved when enqueued; its request is held until the answer
+    is in, so the IP bucket applies to the very first request; the engine is woken."""
+    await Deferred.fromFuture(asyncio.ensure_future(_new_name_waits(mw, clock, monkeypatch)))
+
+
+async def _new_name_waits(mw: PolitenessMiddleware, clock: Clock,
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+    asked: list[str] = []
+
+    async def resolve(hostname: str) -> str | None:
+        asked.append(hostname)
+        ip = await answer
+        mw.dns._cache[hostname] = (ip, math.inf)
+        return ip
+
+    monkeypatch.setattr(mw.dns, "lookup", DnsCache.lookup.__get__(mw.dns))  # real misses
+    monkeypatch.setattr(mw.dns, "resolve", resolve)
+    mw.ips.spend("127.0.9.9", clock.now + 1, INTERVAL)  # the IP is busy until now + 2
+    wakes: list[float] = []
+    nextcall = SimpleNamespace(schedule=lambda: wakes.append(clock.now))
+    q = _queue(mw.crawler)
+    setattr(mw.crawler, "engine", SimpleNamespace(  # noqa: B010
+        _slot=SimpleNamespace(nextcall=nextcall), downloader=SimpleNamespace(active=set())))
+    try:
+        q.push(Request(url("fresh.test")))
+        await asyncio.sleep(0)
+        assert asked == ["fresh.test"]
+        assert q.pop() is None  # still resolving: not handed out blind
+        assert len(q) == 1
+        answer.set_result("127.0.9.9")
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert wakes  # the engine is asked to pull once the answer is in
+        assert q.pop() is None  # the IP bucket applies to the first request
+        assert q.next_eligible() == clock.now + 2
+        clock.now += 2
+        assert pop_hosts(q, 1) == ["fresh.test"]
+    finally:
+        fake_engine(mw.crawler, None)
