@@ -313,11 +313,12 @@ class PolitenessMiddleware:
         self._lag = lag if lag > est else est
         at = now + 2.0 * self._lag
         state = self.hosts.peek(release.key)
-        if state is None or release.interval <= 0:  # nothing to space (all intervals 0)
+        if state is None:
             return
-        if at > state.last_start:
+        if release.interval > 0 and at > state.last_start:  # a 0 interval spaces nothing
             state.last_start = at
-        self.ips.spend(release.ip, at, state.ip_interval())
+        if release.interval > 0 or self.ips.floor > 0:  # the IP floor still spaces the IP
+            self.ips.spend(release.ip, at, state.ip_interval())
 
     def _headers_received(self, request: Request, **kwargs: Any) -> None:
         """Learn when the download really started, once its headers are in.
@@ -339,10 +340,12 @@ class PolitenessMiddleware:
         if slip / 2.0 > self._lag:
             self._lag = slip / 2.0
         state = self.hosts.peek(dispatch.key)
-        if state is None or started <= state.last_start or state.interval() <= 0:
-            return  # the spend already covered it (or a later start did)
-        state.last_start = started
-        self.ips.spend(dispatch.ip, started, state.ip_interval())
+        if state is None:
+            return
+        if state.interval() > 0 and started > state.last_start:
+            state.last_start = started
+        if state.interval() > 0 or self.ips.floor > 0:  # spend() never moves backwards
+            self.ips.spend(dispatch.ip, started, state.ip_interval())
 
     def _check_not_dropped(self, key: str, now: float) -> None:
         state = self.hosts.peek(key)
