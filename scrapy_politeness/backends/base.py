@@ -64,8 +64,12 @@ def make_backend(url: str, *, namespace: str, on_loss: str,
     """None for ``"memory"``; otherwise the shared backend the URL names."""
     if url == "memory":
         return None
-    if url.startswith(("redis://", "rediss://", "unix://")):
+    from .redaction import SCHEMES, normalise_scheme, redact_url
+
+    url = normalise_scheme(url)
+    if url.partition("://")[0] in SCHEMES:
         from .redis import RedisBackend
 
         return RedisBackend(url, namespace=namespace, on_loss=on_loss, margin=margin)
-    raise ValueError(f"POLITENESS_BACKEND must be 'memory' or a redis:// URL, got {url!r}")
+    raise ValueError(f"POLITENESS_BACKEND must be 'memory' or a redis:// URL, "
+                     f"got '{redact_url(url)}'")

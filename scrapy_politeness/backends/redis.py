@@ -19,9 +19,9 @@ import time
 import uuid
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from .base import SharedHost
+from .redaction import redact_url, secrets_of
 
 if TYPE_CHECKING:
     from ..policy import Config, Signal
@@ -36,28 +36,6 @@ _LATENCY_ALPHA = 0.3  # HostTable's default EWMA weight
 
 class BackendUnavailable(ConnectionError):
     """Redis cannot be reached (at start, or during an outage)."""
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password (userinfo or ``?password=``) replaced by ``***``."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        userinfo, _, hostport = netloc.rpartition("@")
-        netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
-    query = parts.query
-    if "password" in query.lower():
-        query = urlencode([(k, "***" if k.lower() == "password" else v)
-                           for k, v in parse_qsl(query, keep_blank_values=True)])
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
-
-
-def _secrets(url: str) -> list[str]:
-    parts = urlsplit(url)
-    found = [v for k, v in parse_qsl(parts.query) if k.lower() == "password" and v]
-    if parts.password:
-        found += [parts.password, unquote(parts.password)]
-    return sorted(set(found), key=len, reverse=True)
 
 
 def _script(name: str) -> str:
@@ -108,7 +86,7 @@ class RedisBackend:
         self.idle_margin = idle_margin
         self.backoff = backoff
         self.grace = grace
-        self._secrets = _secrets(url)
+        self._secrets = secrets_of(url)
         self._socket_timeout = socket_timeout
         self._connect_timeout = connect_timeout
         self._client: Any = None
