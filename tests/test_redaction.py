@@ -78,7 +78,7 @@ def test_rejected_backend_url_is_refused_without_its_password(url: str) -> None:
         PolitenessSettings.from_settings(Settings({"POLITENESS_BACKEND": url}))
     _clean(str(info.value))
     assert "***" in str(info.value)
-    with pytest.raises(ValueError) as info2:
+    with pytest.raises(ValueError, match="POLITENESS_BACKEND") as info2:
         make_backend(url, namespace="t", on_loss="hold")
     _clean(str(info2.value))
 
