@@ -85,6 +85,7 @@ class _Dispatch:
     key: str
     at: float
     ip: str | None = None
+    covered: float = math.inf  # how late a start the shared booking already spent for
 
 
 class PolitenessMiddleware:
@@ -129,6 +130,7 @@ class PolitenessMiddleware:
         self._closing = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._lag = 0.0  # recent event-loop resume lag, for _respend
+        self._rtt = 0.0  # recent shared-backend round trip (a decaying maximum)
         self._pin: Pin | None = None
         s = crawler.settings
         self._robots_ua: str | None = s.get("ROBOTSTXT_USER_AGENT") or None
@@ -245,8 +247,9 @@ class PolitenessMiddleware:
                 del self._waiters[fut]
             self._respend(release, loop.time())
         state = self.hosts.get(key)
+        covered = math.inf
         if self.backend is not None:
-            release = await self._reserve_shared(release, state, loop)
+            release, covered = await self._reserve_shared(release, state, loop)
         if ip is not None and self.settings.dns_pin:
             self.dns.pin(hostname, ip)  # type: ignore[arg-type]
         waited = release.at - submitted
@@ -257,7 +260,7 @@ class PolitenessMiddleware:
             self.stats.inc_value(_STATS + "wait_seconds", waited)  # type: ignore[arg-type]
         self.stats.inc_value(_STATS + "dispatched")
         self._waits.add(waited)
-        self._dispatched[request] = _Dispatch(key, release.at, ip)  # type: ignore[arg-type]
+        self._dispatched[request] = _Dispatch(key, release.at, ip, covered)  # type: ignore[arg-type]
         request.meta["politeness"] = {
             "ip": ip, "key": key, "waited": waited, "interval": release.interval,
         }
@@ -266,31 +269,62 @@ class PolitenessMiddleware:
                                  waited=waited, interval=release.interval)
 
     async def _reserve_shared(self, release: Release[Any], state: Any,
-                              loop: asyncio.AbstractEventLoop) -> Release[Any]:
-        """One round trip books the start on the shared buckets; sleep until it."""
+                              loop: asyncio.AbstractEventLoop) -> tuple[Release[Any], float]:
+        """One round trip books the start on the shared buckets; sleep until it.
+
+        The booking is spent at start + slip: the reply reaches us up to one
+        round trip after the server computed the start, and the send leaves
+        about 2 x lag after we wake (see ``_respend``). Returns the release
+        and how late a start (after ``release.at``) that booking covered.
+        """
         assert self.backend is not None
+        slip = 2.0 * self._lag + self._rtt
+        sent = loop.time()
         try:
-            delay, shared = await self.backend.reserve(release.key, release.ip, state.config)
+            delay, shared = await self.backend.reserve(
+                release.key, release.ip, state.config, crawl_delay=state.crawl_delay,
+                slip=slip)
         except BaseException:
             self.gate.done(release.key)
             raise
-        if shared is not None:
-            self._mirror(state, shared, loop.time())
-            if shared.dead:  # declared dead by another crawler while this one waited
-                self.gate.done(release.key)
-                self._check_not_dropped(release.key, loop.time())
+        got = loop.time()
+        rtt = got - sent
+        if shared is None:  # the local fallback: the local buckets alone apply
+            return release, math.inf
+        if rtt < 1.0:  # a round trip, not a wait for a lost backend
+            est = self._rtt * 0.95
+            self._rtt = rtt if rtt > est else est
+        self._mirror(release.key, state, shared, got)
+        if shared.dead:  # declared dead by another crawler while this one waited
+            self.gate.done(release.key)
+            self._check_not_dropped(release.key, got)
+        booked = got + delay
+        # The booking counts locally at once: a request the local gate releases
+        # meanwhile (a fallback after a loss) is spaced from it (issue 14).
+        self._spend(state, release.ip, booked + slip)
+        release = Release(release.token, release.key, release.ip, state.interval(), booked)
         if delay > 0:
             self.stats.inc_value(_STATS + "shared/waits")
             await asyncio.sleep(delay)
-            now = loop.time()
-            release = Release(release.token, release.key, release.ip, state.interval(), now)
-            self._respend(release, now)
-        return release
+            self._respend(release, loop.time())
+        return release, slip - rtt
 
-    def _mirror(self, state: Any, shared: SharedHost, now: float) -> None:
-        """Make the local tables reflect what the shared backend answered."""
+    def _spend(self, state: Any, ip: str | None, at: float) -> None:
+        """Spend the host and IP buckets at ``at`` (never backwards)."""
+        if state.interval() > 0 and at > state.last_start:
+            state.last_start = at
+        if state.interval() > 0 or self.ips.floor > 0:
+            self.ips.spend(ip, at, state.ip_interval())
+
+    def _mirror(self, key: str, state: Any, shared: SharedHost, now: float) -> None:
+        """Make the local tables reflect what the shared backend answered.
+
+        The crawl-delay keeps the larger: the shared one misses ours when it
+        was learnt during an outage or the server restarted empty; the next
+        ``reserve`` carries ours back."""
         state.adaptive = shared.adaptive
-        state.crawl_delay = shared.crawl_delay
+        if shared.crawl_delay > state.crawl_delay:
+            state.crawl_delay = shared.crawl_delay
         if shared.not_before_in > 0:
             state.not_before = max(state.not_before, now + shared.not_before_in)
         state.latency = shared.latency
@@ -342,10 +376,20 @@ class PolitenessMiddleware:
         state = self.hosts.peek(dispatch.key)
         if state is None:
             return
-        if state.interval() > 0 and started > state.last_start:
-            state.last_start = started
-        if state.interval() > 0 or self.ips.floor > 0:  # spend() never moves backwards
-            self.ips.spend(dispatch.ip, started, state.ip_interval())
+        self._spend(state, dispatch.ip, started)
+        if slip > dispatch.covered and self.backend is not None:
+            self._share_late_start(dispatch, state, latency)
+
+    def _share_late_start(self, dispatch: _Dispatch, state: Any, ago: float) -> None:
+        """The shared booking covered less slip than this start took: move the
+        shared buckets too, so other processes space from the real start."""
+        assert self.backend is not None
+        assert self._loop is not None
+        self.stats.inc_value(_STATS + "shared/late_starts")
+        task = self._loop.create_task(self.backend.correct_start(
+            dispatch.key, dispatch.ip, ago, state.interval(), state.ip_interval()))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _check_not_dropped(self, key: str, now: float) -> None:
         state = self.hosts.peek(key)
@@ -488,7 +532,7 @@ class PolitenessMiddleware:
         assert self._loop is not None
         state = self.hosts.get(key)
         was_dead = state.dead
-        self._mirror(state, task.result(), self._loop.time())
+        self._mirror(key, state, task.result(), self._loop.time())
         if state.dead and not was_dead:
             reason = f"politeness: host {key} is dead (declared by another crawler)"
             self._drop_reason[key] = reason
@@ -554,10 +598,14 @@ class PolitenessMiddleware:
         if self.backend is not None:
             try:
                 await self.backend.open()
-            except Exception as exc:
+            except ConnectionError as exc:  # BackendUnavailable: unreachable or refused
                 logger.error("politeness: the shared backend (POLITENESS_BACKEND) is "
                              "unreachable: %s", exc)
                 raise CloseSpider("politeness_backend_unreachable") from exc
+            except Exception as exc:  # it answered, with an error: say so
+                logger.error("politeness: the shared backend (POLITENESS_BACKEND) failed "
+                             "to start: %s", exc)
+                raise CloseSpider("politeness_backend_error") from exc
         if self.settings.dns_pin:
             self._install_resolver()
         self._open_observability(spider)

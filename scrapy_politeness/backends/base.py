@@ -39,12 +39,15 @@ class SharedBackend(Protocol):
 
     async def close(self) -> None: ...
 
-    async def reserve(self, key: str, ip: str | None,
-                      config: Config) -> tuple[float, SharedHost | None]:
+    async def reserve(self, key: str, ip: str | None, config: Config, *,
+                      crawl_delay: float = 0.0,
+                      slip: float = 0.0) -> tuple[float, SharedHost | None]:
         """Atomically: when both the host and the IP buckets permit, book the
-        start and spend both. Returns (seconds from now until the booked
-        start, >= 0; the host's shared state, or None when the backend fell
-        back to local buckets and has no shared answer)."""
+        start and spend both at start + ``slip`` (the caller's estimate of how
+        late its send leaves); keep the larger of the shared and the caller's
+        ``crawl_delay``. Returns (seconds from now until the booked start,
+        >= 0; the host's shared state, or None when the backend fell back to
+        local buckets and has no shared answer)."""
         ...
 
     async def feedback(self, key: str, signal: Signal, config: Config,
@@ -54,6 +57,10 @@ class SharedBackend(Protocol):
         ...
 
     async def set_crawl_delay(self, key: str, delay: float) -> None: ...
+
+    async def correct_start(self, key: str, ip: str | None, started_ago: float,
+                            interval: float, ip_spacing: float) -> None:
+        """Move the shared buckets to a start later than its booking covered."""
 
     def abort_waiting(self) -> None:
         """Make reservations still waiting for the backend fail at once (closing)."""
