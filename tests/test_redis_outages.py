@@ -1,4 +1,4 @@
-"""Redis backend fixes against a real ``redis-server`` (issue 9 items 1, 7, 10; issue 14 items 2, 4).
+"""Redis backend fixes against a real ``redis-server`` (issue 9: 1, 7, 10; issue 14: 2, 4).
 
 Crawl-delay kept across a restart, the send slip spent in the shared booking,
 a booking counted in the local buckets before its sleep, one "re-seeded" line
