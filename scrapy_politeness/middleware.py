@@ -31,6 +31,7 @@ from .backends import SharedBackend, SharedHost, make_backend
 from .dns import DnsCache
 from .logstats import PeriodWaits, snapshot
 from .policy import Gate, HostTable, IPTable, Release, Signal, host_key, retry_after_of
+from .policy.stalls import RecentSends
 from .robots import robots_delay
 from .settings import PolitenessSettings
 from .trace import TraceWriter
@@ -52,6 +53,7 @@ logger = logging.getLogger(__name__)
 _NETWORK_SCHEMES = frozenset(("http", "https"))
 _STATS = "politeness/"
 _WATCH_EVERY = 0.25  # seconds between checks for a closing engine and eviction
+_STALL = 0.004  # a timer this late reveals a loop stall that may have held recent sends
 
 
 _BY_CRAWLER: weakref.WeakKeyDictionary[Crawler, PolitenessMiddleware] = (
@@ -131,6 +133,8 @@ class PolitenessMiddleware:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._lag = 0.0  # recent event-loop resume lag, for _respend
         self._rtt = 0.0  # recent shared-backend round trip (a decaying maximum)
+        self._recent: RecentSends[_Dispatch] = RecentSends()
+        self._seen = 0.0  # the last instant one of our callbacks ran: the loop was alive
         self._pin: Pin | None = None
         s = crawler.settings
         self._robots_ua: str | None = s.get("ROBOTSTXT_USER_AGENT") or None
@@ -231,7 +235,7 @@ class PolitenessMiddleware:
             ip = await self.dns.resolve(hostname)
             if ip is None:
                 self.stats.inc_value(_STATS + "dns/failures_seen")
-        submitted = loop.time()
+        submitted = self._seen = loop.time()
         fut: asyncio.Future[Release[Any]] = loop.create_future()
         self.gate.submit(key, self._ip_bucket(ip), fut, submitted)  # type: ignore[arg-type]
         self._pump(submitted)
@@ -260,7 +264,9 @@ class PolitenessMiddleware:
             self.stats.inc_value(_STATS + "wait_seconds", waited)  # type: ignore[arg-type]
         self.stats.inc_value(_STATS + "dispatched")
         self._waits.add(waited)
-        self._dispatched[request] = _Dispatch(key, release.at, ip, covered)  # type: ignore[arg-type]
+        dispatch = self._dispatched[request] = _Dispatch(
+            key, release.at, ip, covered)  # type: ignore[arg-type]
+        self._recent.add(dispatch, loop.time() + 2.0 * self._lag)
         request.meta["politeness"] = {
             "ip": ip, "key": key, "waited": waited, "interval": release.interval,
         }
@@ -345,6 +351,9 @@ class PolitenessMiddleware:
         lag = now - release.at
         est = self._lag * 0.95
         self._lag = lag if lag > est else est
+        if lag > _STALL:
+            self._stalled(max(self._seen, release.at), now)
+        self._seen = now
         at = now + 2.0 * self._lag
         state = self.hosts.peek(release.key)
         if state is None:
@@ -362,6 +371,12 @@ class PolitenessMiddleware:
         later than the spend (a stalled event loop between the release and
         the handler), the buckets move to it, and the slip feeds the estimate
         that ``_respend`` adds to the next starts.
+
+        The server may have read the request later still: a busy machine can
+        hold the bytes after the handler started (socket, connection set-up),
+        and nothing tells that from a slow answer. Whatever the first byte took
+        beyond the host's usual latency counts as a late arrival, so the next
+        request on the IP is spaced from when the server most likely saw it.
         """
         dispatch = self._dispatched.get(request)
         if dispatch is None or self._loop is None:
@@ -369,16 +384,18 @@ class PolitenessMiddleware:
         latency = request.meta.get("download_latency")
         if latency is None:
             return
-        started = self._loop.time() - latency
-        slip = started - dispatch.at
+        now = self._loop.time()
+        slip = now - latency - dispatch.at
         if slip / 2.0 > self._lag:
             self._lag = slip / 2.0
         state = self.hosts.peek(dispatch.key)
         if state is None:
             return
-        self._spend(state, dispatch.ip, started)
-        if slip > dispatch.covered and self.backend is not None:
-            self._share_late_start(dispatch, state, latency)
+        usual = state.latency  # the smoothed latency of the earlier fetches (0: none yet)
+        arrived = now - (usual if usual < latency else latency)
+        self._spend(state, dispatch.ip, arrived)
+        if arrived - dispatch.at > dispatch.covered and self.backend is not None:
+            self._share_late_start(dispatch, state, now - arrived)
 
     def _share_late_start(self, dispatch: _Dispatch, state: Any, ago: float) -> None:
         """The shared booking covered less slip than this start took: move the
@@ -427,9 +444,27 @@ class PolitenessMiddleware:
         self._timer_at = at
 
     def _on_timer(self) -> None:
+        assert self._loop is not None
+        now = self._loop.time()
+        if now - self._timer_at > _STALL:
+            self._stalled(self._seen, now)
+        self._seen = now
         self._timer = None
         self._timer_at = math.inf
-        self._pump()
+        self._pump(now)
+
+    def _stalled(self, since: float, now: float) -> None:
+        """The loop stood still some time after ``since`` (the last instant we
+        saw it run) until ``now``: the sends it held leave only now, so their
+        buckets (and the shared ones) move here."""
+        at = now + 2.0 * self._lag
+        for dispatch in self._recent.caught_by(since, now):
+            state = self.hosts.peek(dispatch.key)
+            if state is None:
+                continue
+            self._spend(state, dispatch.ip, at)
+            if self.backend is not None and at - dispatch.at > dispatch.covered:
+                self._share_late_start(dispatch, state, now - at)
 
     def _drop_waiting(self, key: str, reason: str, stat: str) -> None:
         for fut in self.gate.drop_host(key):
