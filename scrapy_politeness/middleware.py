@@ -312,6 +312,20 @@ class PolitenessMiddleware:
         if delay > 0:
             self.stats.inc_value(_STATS + "shared/waits")
             await asyncio.sleep(delay)
+            if delay > _STALL:  # booked ahead: a start reported late since may come first
+                extra = await self.backend.recheck(release.key, release.ip)
+                if extra > 0:
+                    self.stats.inc_value(_STATS + "shared/rechecked_waits")
+                    booked = loop.time() + extra
+                    self._spend(state, release.ip, booked + slip)
+                    # Its booking in Redis is now early: move it first, so a booking
+                    # behind it rechecks against its new start (the chain stops at
+                    # the first booking that was late enough already).
+                    self._share_late_start(_Dispatch(release.key, booked, release.ip),
+                                           state, -(extra + slip))
+                    await asyncio.sleep(extra)
+                    release = Release(release.token, release.key, release.ip,
+                                      state.interval(), booked)
             self._respend(release, loop.time())
         return release, slip - rtt
 

@@ -225,3 +225,28 @@ async def test_a_script_redis_refuses_is_not_reported_as_unreachable(
     assert "cannot use Redis" not in str(exc)
     assert "feedback.lua" in str(exc)
     assert "ResponseError" in str(exc)
+
+
+async def _recheck(server: RedisServer) -> None:
+    b = backend(server)
+    await b.open()
+    try:
+        assert await b.recheck("rc2", IP) == 0.0  # nothing reported late: no wait
+        await b.reserve("rc1", IP, CONFIG)
+        delay, _ = await b.reserve("rc2", IP, CONFIG)  # booked 0.3 s ahead, sleeping
+        assert delay >= 0.3 - 0.01
+        # Meanwhile rc1's send is found to have left only now (a stalled process):
+        await b.correct_start("rc1", IP, 0.0, 0.3, 0.3)
+        got = time.monotonic()
+        extra = await b.recheck("rc2", IP)
+        # Just before its send, rc2 learns it must wait until rc1's real start + 0.3.
+        assert time.monotonic() + extra >= got + 0.3 - 0.01
+        assert await b.recheck("other-host", "127.6.0.2") == 0.0
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_booking_made_before_a_late_start_was_reported_waits_for_it(
+        redis_server: RedisServer) -> None:
+    await aio(_recheck(redis_server))

@@ -62,6 +62,11 @@ class SharedBackend(Protocol):
                             interval: float, ip_spacing: float) -> None:
         """Move the shared buckets to a start later than its booking covered."""
 
+    async def recheck(self, key: str, ip: str | None) -> float:
+        """Seconds a booked request must still wait for a late start reported
+        after its booking (0 when none)."""
+        ...
+
     def abort_waiting(self) -> None:
         """Make reservations still waiting for the backend fail at once (closing)."""
 

@@ -46,7 +46,7 @@ class BackendError(RuntimeError):
     """
 
 
-_SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start")
+_SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start", "recheck")
 
 
 def _script(name: str) -> str:
@@ -283,12 +283,25 @@ class RedisBackend:
         before now), so the next booking of every process is spaced from it."""
         keys = [self._key("host", key)]
         if not _is_zero_ip(ip):
-            keys.append(self._key("ip", ip))
+            keys += [self._key("ip", ip), self._key("late", ip)]
         try:
             await self._run("late_start", keys,
                             [started_ago, interval, ip_spacing, self.idle_margin])
         except BackendUnavailable:
             logger.debug("politeness: late start of %s not shared (Redis down)", key)
+
+    async def recheck(self, key: str, ip: str | None) -> float:
+        """Seconds a request booked earlier must still wait, just before its
+        send, for a late start reported since (``correct_start``); 0 if none,
+        or if Redis cannot say (its booking stands)."""
+        keys = [self._key("host", key)]
+        if not _is_zero_ip(ip):
+            keys.append(self._key("late", ip))
+        try:
+            reply: Any = await self._run("recheck", keys, [self.margin])
+        except BackendUnavailable:
+            return 0.0
+        return _f(reply)
 
     # -- plumbing --------------------------------------------------------
 
