@@ -300,7 +300,7 @@ class PolitenessMiddleware:
         if rtt < 1.0:  # a round trip, not a wait for a lost backend
             est = self._rtt * 0.95
             self._rtt = rtt if rtt > est else est
-        self._mirror(release.key, state, shared, got)
+        self._mirror(state, shared, got)
         if shared.dead:  # declared dead by another crawler while this one waited
             self.gate.done(release.key)
             self._check_not_dropped(release.key, got)
@@ -336,7 +336,7 @@ class PolitenessMiddleware:
         if state.interval() > 0 or self.ips.floor > 0:
             self.ips.spend(ip, at, state.ip_interval())
 
-    def _mirror(self, key: str, state: Any, shared: SharedHost, now: float) -> None:
+    def _mirror(self, state: Any, shared: SharedHost, now: float) -> None:
         """Make the local tables reflect what the shared backend answered.
 
         The crawl-delay keeps the larger: the shared one misses ours when it
@@ -581,7 +581,7 @@ class PolitenessMiddleware:
         assert self._loop is not None
         state = self.hosts.get(key)
         was_dead = state.dead
-        self._mirror(key, state, task.result(), self._loop.time())
+        self._mirror(state, task.result(), self._loop.time())
         if state.dead and not was_dead:
             reason = f"politeness: host {key} is dead (declared by another crawler)"
             self._drop_reason[key] = reason

@@ -9,6 +9,7 @@ the ``BackendUnavailable`` of an unreachable server and every log line show
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -125,3 +126,20 @@ async def test_unreachable_backend_never_shows_the_password(
         _clean(text)
         assert "***" in text
     _clean(caplog.text)
+
+
+@pytest.mark.parametrize("url", [
+    f"http://crawler:{ENC}@127.0.0.1:6379/0",  # rejected at start-up
+    f"REDIS://127.0.0.1:{{port}}/0?password={ENC}",  # accepted, unreachable
+    f"redis://crawler:{ENC}@127.0.0.1:{{port}}/0",  # accepted, unreachable
+])
+def test_a_real_crawl_log_never_shows_the_password(url: str) -> None:
+    from crawling import ADDON, run_crawl
+
+    require_redis_server()
+    result = run_crawl(["http://127.0.0.1:9/never-fetched"], {
+        "ADDONS": ADDON, "POLITENESS_BACKEND": url.format(port=free_port()),
+        "LOG_LEVEL": "DEBUG"}, follow=False, check=False)
+    assert "POLITENESS_BACKEND" in result.log or "Redis" in result.log  # it said why
+    _clean(result.log)
+    _clean(json.dumps(result.stats))

@@ -81,9 +81,9 @@ def test_mirror_keeps_the_larger_crawl_delay() -> None:
         "POLITENESS_DNS_HOSTS_FILE": None}))
     state = mw.hosts.get("cd.test")
     state.crawl_delay = 5.0
-    mw._mirror("cd.test", state, SharedHost(1.0, 0.0, 0.0, 0.0, 0, False), 0.0)
+    mw._mirror(state, SharedHost(1.0, 0.0, 0.0, 0.0, 0, False), 0.0)
     assert state.crawl_delay == 5.0
-    mw._mirror("cd.test", state, SharedHost(1.0, 7.0, 0.0, 0.0, 0, False), 0.0)
+    mw._mirror(state, SharedHost(1.0, 7.0, 0.0, 0.0, 0, False), 0.0)
     assert state.crawl_delay == 7.0
 
 
