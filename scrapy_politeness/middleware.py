@@ -41,6 +41,7 @@ from .policy import (
     retry_after_of,
     server_clock,
 )
+from .policy.stalls import RecentSends
 from .robots import robots_delay
 from .settings import PolitenessSettings
 from .startup import check_backend, start_line, warn_unknown_settings
@@ -63,6 +64,7 @@ logger = logging.getLogger(__name__)
 _NETWORK_SCHEMES = frozenset(("http", "https"))
 _STATS = "politeness/"
 _WATCH_EVERY = 0.25  # seconds between checks for a closing engine and eviction
+_STALL = 0.004  # a timer this late reveals a loop stall that may have held recent sends
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,7 @@ class _Dispatch:
     key: str
     at: float
     ip: str | None = None
+    covered: float = math.inf  # how late a start the shared booking already spent for
 
 
 class PolitenessMiddleware:
@@ -131,6 +134,9 @@ class PolitenessMiddleware:
         self._closing = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._lag = 0.0  # recent event-loop resume lag, for _respend
+        self._rtt = 0.0  # recent shared-backend round trip (a decaying maximum)
+        self._recent: RecentSends[_Dispatch] = RecentSends()
+        self._seen = 0.0  # the last instant one of our callbacks ran: the loop was alive
         self._pin: Pin | None = None
         s = crawler.settings
         self._robots_ua: str | None = s.get("ROBOTSTXT_USER_AGENT") or None
@@ -252,18 +258,10 @@ class PolitenessMiddleware:
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
-        self._check_not_dropped(key, loop.time())
-        ip = self.dns.lookup(hostname)
-        if ip is DnsCache.MISS:
-            ip = await self.dns.resolve(hostname)
-            if ip is None:
-                raise self._not_resolved(hostname, cached=False)
-            self._check_not_dropped(key, loop.time())  # declared dead during the lookup?
-        elif ip is None:  # the negative cache: fail at once, never wait in the gate
-            raise self._not_resolved(hostname, cached=True)
-        submitted = loop.time()
+        ip = await self._address(hostname, key, loop)
+        submitted = self._seen = loop.time()
         fut: asyncio.Future[Release[Any]] = loop.create_future()
-        self.gate.submit(key, self._ip_bucket(ip), fut, submitted)  # type: ignore[arg-type]
+        self.gate.submit(key, self._ip_bucket(ip), fut, submitted)
         self._pump(submitted)
         if fut.done():
             release = fut.result()
@@ -277,10 +275,11 @@ class PolitenessMiddleware:
                 del self._waiters[fut]
             self._respend(release, loop.time())
         state = self.hosts.get(key)
+        covered = math.inf
         if self.backend is not None:
-            release = await self._reserve_shared(release, state, loop)
+            release, covered = await self._reserve_shared(release, state, loop)
         if ip is not None and self.settings.dns_pin:
-            self.dns.pin(hostname, ip)  # type: ignore[arg-type]
+            self.dns.pin(hostname, ip)
         waited = release.at - submitted
         state.requests += 1
         state.waited += waited
@@ -289,41 +288,103 @@ class PolitenessMiddleware:
             self.stats.inc_value(_STATS + "wait_seconds", waited)  # type: ignore[arg-type]
         self.stats.inc_value(_STATS + "dispatched")
         self._waits.add(waited)
-        self._dispatched[request] = _Dispatch(key, release.at, ip)  # type: ignore[arg-type]
+        dispatch = self._dispatched[request] = _Dispatch(
+            key, release.at, ip, covered)
+        self._recent.add(dispatch, loop.time() + 2.0 * self._lag)
         request.meta["politeness"] = {  # rounded: people read these (items, logs)
             "ip": ip, "key": key, "waited": round(waited, 6),
             "interval": round(release.interval, 6),
         }
         if self._trace is not None:
-            self._trace.dispatch(loop.time(), key, ip=ip, url=request.url,  # type: ignore[arg-type]
+            self._trace.dispatch(loop.time(), key, ip=ip, url=request.url,
                                  waited=waited, interval=release.interval)
 
+    async def _address(self, hostname: str, key: str,
+                       loop: asyncio.AbstractEventLoop) -> str:
+        """The IP the request will be accounted to; a name that does not resolve
+        (fresh or from the negative cache) fails here, before the gate."""
+        self._check_not_dropped(key, loop.time())
+        ip = self.dns.lookup(hostname)
+        if ip is DnsCache.MISS:
+            ip = await self.dns.resolve(hostname)
+            if ip is None:
+                raise self._not_resolved(hostname, cached=False)
+            self._check_not_dropped(key, loop.time())  # declared dead during the lookup?
+        elif ip is None:  # the negative cache: fail at once, never wait in the gate
+            raise self._not_resolved(hostname, cached=True)
+        return ip  # type: ignore[return-value]
+
     async def _reserve_shared(self, release: Release[Any], state: Any,
-                              loop: asyncio.AbstractEventLoop) -> Release[Any]:
-        """One round trip books the start on the shared buckets; sleep until it."""
+                              loop: asyncio.AbstractEventLoop) -> tuple[Release[Any], float]:
+        """One round trip books the start on the shared buckets; sleep until it.
+
+        The booking is spent at start + slip: the reply reaches us up to one
+        round trip after the server computed the start, and the send leaves
+        about 2 x lag after we wake (see ``_respend``). Returns the release
+        and how late a start (after ``release.at``) that booking covered.
+        """
         assert self.backend is not None
+        slip = 2.0 * self._lag + self._rtt
+        sent = loop.time()
         try:
-            delay, shared = await self.backend.reserve(release.key, release.ip, state.config)
+            delay, shared = await self.backend.reserve(
+                release.key, release.ip, state.config, crawl_delay=state.crawl_delay,
+                slip=slip)
         except BaseException:
             self.gate.done(release.key)
             raise
-        if shared is not None:
-            self._mirror(state, shared, loop.time())
-            if shared.dead:  # declared dead by another crawler while this one waited
-                self.gate.done(release.key)
-                self._check_not_dropped(release.key, loop.time())
+        got = loop.time()
+        rtt = got - sent
+        if shared is None:  # the local fallback: the local buckets alone apply
+            return release, math.inf
+        if rtt < 1.0:  # a round trip, not a wait for a lost backend
+            est = self._rtt * 0.95
+            self._rtt = rtt if rtt > est else est
+        self._mirror(state, shared, got)
+        if shared.dead:  # declared dead by another crawler while this one waited
+            self.gate.done(release.key)
+            self._check_not_dropped(release.key, got)
+        booked = got + delay
+        # The booking counts locally at once: a request the local gate releases
+        # meanwhile (a fallback after a loss) is spaced from it (issue 14).
+        self._spend(state, release.ip, booked + slip)
+        release = Release(release.token, release.key, release.ip, state.interval(), booked)
         if delay > 0:
             self.stats.inc_value(_STATS + "shared/waits")
             await asyncio.sleep(delay)
-            now = loop.time()
-            release = Release(release.token, release.key, release.ip, state.interval(), now)
-            self._respend(release, now)
-        return release
+            if delay > _STALL:  # booked ahead: a start reported late since may come first
+                extra = await self.backend.recheck(release.key, release.ip)
+                if extra > 0:
+                    self.stats.inc_value(_STATS + "shared/rechecked_waits")
+                    booked = loop.time() + extra
+                    self._spend(state, release.ip, booked + slip)
+                    # Its booking in Redis is now early: move it first, so a booking
+                    # behind it rechecks against its new start (the chain stops at
+                    # the first booking that was late enough already).
+                    self._share_late_start(_Dispatch(release.key, booked, release.ip),
+                                           state, -(extra + slip))
+                    await asyncio.sleep(extra)
+                    release = Release(release.token, release.key, release.ip,
+                                      state.interval(), booked)
+            self._respend(release, loop.time())
+        return release, slip - rtt
+
+    def _spend(self, state: Any, ip: str | None, at: float) -> None:
+        """Spend the host and IP buckets at ``at`` (never backwards)."""
+        if state.interval() > 0 and at > state.last_start:
+            state.last_start = at
+        if state.interval() > 0 or self.ips.floor > 0:
+            self.ips.spend(ip, at, state.ip_interval())
 
     def _mirror(self, state: Any, shared: SharedHost, now: float) -> None:
-        """Make the local tables reflect what the shared backend answered."""
+        """Make the local tables reflect what the shared backend answered.
+
+        The crawl-delay keeps the larger: the shared one misses ours when it
+        was learnt during an outage or the server restarted empty; the next
+        ``reserve`` carries ours back."""
         state.adaptive = shared.adaptive
-        state.crawl_delay = shared.crawl_delay
+        if shared.crawl_delay > state.crawl_delay:
+            state.crawl_delay = shared.crawl_delay
         if shared.not_before_in > 0:
             state.not_before = max(state.not_before, now + shared.not_before_in)
         state.latency = shared.latency
@@ -344,13 +405,17 @@ class PolitenessMiddleware:
         lag = now - release.at
         est = self._lag * 0.95
         self._lag = lag if lag > est else est
+        if lag > _STALL:
+            self._stalled(max(self._seen, release.at), now)
+        self._seen = now
         at = now + 2.0 * self._lag
         state = self.hosts.peek(release.key)
-        if state is None or release.interval <= 0:  # nothing to space (all intervals 0)
+        if state is None:
             return
-        if at > state.last_start:
+        if release.interval > 0 and at > state.last_start:  # a 0 interval spaces nothing
             state.last_start = at
-        self.ips.spend(release.ip, at, state.ip_interval())
+        if release.interval > 0 or self.ips.floor > 0:  # the IP floor still spaces the IP
+            self.ips.spend(release.ip, at, state.ip_interval())
 
     def _headers_received(self, request: Request, **kwargs: Any) -> None:
         """Learn when the download really started, once its headers are in.
@@ -360,6 +425,12 @@ class PolitenessMiddleware:
         later than the spend (a stalled event loop between the release and
         the handler), the buckets move to it, and the slip feeds the estimate
         that ``_respend`` adds to the next starts.
+
+        The server may have read the request later still: a busy machine can
+        hold the bytes after the handler started (socket, connection set-up),
+        and nothing tells that from a slow answer. Whatever the first byte took
+        beyond the host's usual latency counts as a late arrival, so the next
+        request on the IP is spaced from when the server most likely saw it.
         """
         dispatch = self._dispatched.get(request)
         if dispatch is None or self._loop is None:
@@ -367,15 +438,29 @@ class PolitenessMiddleware:
         latency = request.meta.get("download_latency")
         if latency is None:
             return
-        started = self._loop.time() - latency
-        slip = started - dispatch.at
+        now = self._loop.time()
+        slip = now - latency - dispatch.at
         if slip / 2.0 > self._lag:
             self._lag = slip / 2.0
         state = self.hosts.peek(dispatch.key)
-        if state is None or started <= state.last_start or state.interval() <= 0:
-            return  # the spend already covered it (or a later start did)
-        state.last_start = started
-        self.ips.spend(dispatch.ip, started, state.ip_interval())
+        if state is None:
+            return
+        usual = state.latency  # the smoothed latency of the earlier fetches (0: none yet)
+        arrived = now - (usual if usual < latency else latency)
+        self._spend(state, dispatch.ip, arrived)
+        if arrived - dispatch.at > dispatch.covered and self.backend is not None:
+            self._share_late_start(dispatch, state, now - arrived)
+
+    def _share_late_start(self, dispatch: _Dispatch, state: Any, ago: float) -> None:
+        """The shared booking covered less slip than this start took: move the
+        shared buckets too, so other processes space from the real start."""
+        assert self.backend is not None
+        assert self._loop is not None
+        self.stats.inc_value(_STATS + "shared/late_starts")
+        task = self._loop.create_task(self.backend.correct_start(
+            dispatch.key, dispatch.ip, ago, state.interval(), state.ip_interval()))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _not_resolved(self, hostname: str, *, cached: bool) -> NameNotResolvedError:
         """The error a request to a name that does not resolve fails with, counted."""
@@ -424,9 +509,27 @@ class PolitenessMiddleware:
         self._timer_at = at
 
     def _on_timer(self) -> None:
+        assert self._loop is not None
+        now = self._loop.time()
+        if now - self._timer_at > _STALL:
+            self._stalled(self._seen, now)
+        self._seen = now
         self._timer = None
         self._timer_at = math.inf
-        self._pump()
+        self._pump(now)
+
+    def _stalled(self, since: float, now: float) -> None:
+        """The loop stood still some time after ``since`` (the last instant we
+        saw it run) until ``now``: the sends it held leave only now, so their
+        buckets (and the shared ones) move here."""
+        at = now + 2.0 * self._lag
+        for dispatch in self._recent.caught_by(since, now):
+            state = self.hosts.peek(dispatch.key)
+            if state is None:
+                continue
+            self._spend(state, dispatch.ip, at)
+            if self.backend is not None and at - dispatch.at > dispatch.covered:
+                self._share_late_start(dispatch, state, now - at)
 
     def _drop_waiting(self, key: str, reason: str, stat: str) -> None:
         for fut in self.gate.drop_host(key):
@@ -607,10 +710,14 @@ class PolitenessMiddleware:
         if self.backend is not None:
             try:
                 await self.backend.open()
-            except Exception as exc:
+            except ConnectionError as exc:  # BackendUnavailable: unreachable or refused
                 logger.error("politeness: the shared backend (POLITENESS_BACKEND) is "
                              "unreachable: %s", exc)
                 raise CloseSpider("politeness_backend_unreachable") from exc
+            except Exception as exc:  # it answered, with an error: say so
+                logger.error("politeness: the shared backend (POLITENESS_BACKEND) failed "
+                             "to start: %s", exc)
+                raise CloseSpider("politeness_backend_error") from exc
         if self.settings.dns_pin:
             self._install_resolver()
         self._open_observability(spider)

@@ -197,15 +197,17 @@ def _optional_path(name: str, value: Any) -> str | None:
 
 
 def _backend(value: Any) -> str:
-    if isinstance(value, str) and (value == "memory" or value.startswith(
-            ("redis://", "rediss://", "unix://"))):
-        return value
-    shown = value
-    if isinstance(value, str) and "@" in value:  # never echo a password
-        scheme, _, rest = value.partition("://")
-        shown = f"{scheme}://***@{rest.rpartition('@')[2]}"
-    raise ValueError(f"POLITENESS_BACKEND must be 'memory' or a redis:// / rediss:// URL, "
-                     f"got {shown!r}")
+    from .backends.redaction import SCHEMES, normalise_scheme, redact_url
+
+    if isinstance(value, str):
+        url = normalise_scheme(value)
+        if url == "memory" or url.partition("://")[0] in SCHEMES:
+            return url
+        shown = f"'{redact_url(value)}'"  # never echo a password, even of a rejected URL
+    else:
+        shown = f"a {type(value).__name__}"  # its repr could hold a URL with a password
+    raise ValueError(f"POLITENESS_BACKEND must be 'memory' or a redis://, rediss:// or "
+                     f"unix:// URL, got {shown}")
 
 
 def _port(name: str, entry: str, raw: str) -> int:

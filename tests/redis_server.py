@@ -42,6 +42,7 @@ class RedisServer:
         self.binary = binary
         self.port = port or free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.extra_args: list[str] = []  # e.g. ["--requirepass", "pw"] for the next start()
 
     @property
     def url(self) -> str:
@@ -50,14 +51,15 @@ class RedisServer:
     def start(self) -> RedisServer:
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning"],
+             "--save", "", "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning",
+             *self.extra_args],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"redis-server exited with {self.proc.returncode}")
             try:
-                if self.command("PING") == "+PONG":
+                if self.command("PING") in ("+PONG", "-NOAUTH Authentication required."):
                     return self
             except OSError:
                 time.sleep(0.02)

@@ -39,12 +39,15 @@ class SharedBackend(Protocol):
 
     async def close(self) -> None: ...
 
-    async def reserve(self, key: str, ip: str | None,
-                      config: Config) -> tuple[float, SharedHost | None]:
+    async def reserve(self, key: str, ip: str | None, config: Config, *,
+                      crawl_delay: float = 0.0,
+                      slip: float = 0.0) -> tuple[float, SharedHost | None]:
         """Atomically: when both the host and the IP buckets permit, book the
-        start and spend both. Returns (seconds from now until the booked
-        start, >= 0; the host's shared state, or None when the backend fell
-        back to local buckets and has no shared answer)."""
+        start and spend both at start + ``slip`` (the caller's estimate of how
+        late its send leaves); keep the larger of the shared and the caller's
+        ``crawl_delay``. Returns (seconds from now until the booked start,
+        >= 0; the host's shared state, or None when the backend fell back to
+        local buckets and has no shared answer)."""
         ...
 
     async def feedback(self, key: str, signal: Signal, config: Config,
@@ -55,6 +58,15 @@ class SharedBackend(Protocol):
 
     async def set_crawl_delay(self, key: str, delay: float) -> None: ...
 
+    async def correct_start(self, key: str, ip: str | None, started_ago: float,
+                            interval: float, ip_spacing: float) -> None:
+        """Move the shared buckets to a start later than its booking covered."""
+
+    async def recheck(self, key: str, ip: str | None) -> float:
+        """Seconds a booked request must still wait for a late start reported
+        after its booking (0 when none)."""
+        ...
+
     def abort_waiting(self) -> None:
         """Make reservations still waiting for the backend fail at once (closing)."""
 
@@ -64,8 +76,12 @@ def make_backend(url: str, *, namespace: str, on_loss: str,
     """None for ``"memory"``; otherwise the shared backend the URL names."""
     if url == "memory":
         return None
-    if url.startswith(("redis://", "rediss://", "unix://")):
+    from .redaction import SCHEMES, normalise_scheme, redact_url
+
+    url = normalise_scheme(url)
+    if url.partition("://")[0] in SCHEMES:
         from .redis import RedisBackend
 
         return RedisBackend(url, namespace=namespace, on_loss=on_loss, margin=margin)
-    raise ValueError(f"POLITENESS_BACKEND must be 'memory' or a redis:// URL, got {url!r}")
+    raise ValueError(f"POLITENESS_BACKEND must be 'memory' or a redis:// URL, "
+                     f"got '{redact_url(url)}'")

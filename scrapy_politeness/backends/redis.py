@@ -19,14 +19,14 @@ import time
 import uuid
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from .base import SharedHost
+from .redaction import redact_url, secrets_of
 
 if TYPE_CHECKING:
     from ..policy import Config, Signal
 
-__all__ = ["BackendUnavailable", "RedisBackend", "redact_url"]
+__all__ = ["BackendError", "BackendUnavailable", "RedisBackend", "redact_url"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,26 +38,15 @@ class BackendUnavailable(ConnectionError):
     """Redis cannot be reached (at start, or during an outage)."""
 
 
-def redact_url(url: str) -> str:
-    """``url`` with any password (userinfo or ``?password=``) replaced by ``***``."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        userinfo, _, hostport = netloc.rpartition("@")
-        netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
-    query = parts.query
-    if "password" in query.lower():
-        query = urlencode([(k, "***" if k.lower() == "password" else v)
-                           for k, v in parse_qsl(query, keep_blank_values=True)])
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+class BackendError(RuntimeError):
+    """Redis answered, with an error that is not an outage (a script it refused, say).
+
+    Kept apart from ``BackendUnavailable`` so a bug is reported as what it is,
+    not as "cannot use Redis".
+    """
 
 
-def _secrets(url: str) -> list[str]:
-    parts = urlsplit(url)
-    found = [v for k, v in parse_qsl(parts.query) if k.lower() == "password" and v]
-    if parts.password:
-        found += [parts.password, unquote(parts.password)]
-    return sorted(set(found), key=len, reverse=True)
+_SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start", "recheck")
 
 
 def _script(name: str) -> str:
@@ -108,7 +97,7 @@ class RedisBackend:
         self.idle_margin = idle_margin
         self.backoff = backoff
         self.grace = grace
-        self._secrets = _secrets(url)
+        self._secrets = secrets_of(url)
         self._socket_timeout = socket_timeout
         self._connect_timeout = connect_timeout
         self._client: Any = None
@@ -124,6 +113,9 @@ class RedisBackend:
         self._booked_ips: dict[str, float] = {}
         self._aborted = False
         self.outages = 0
+        self._resync_lock = asyncio.Lock()
+        self._resynced_to = ""  # the epoch our last re-seed adopted: re-seed once per loss
+        self._refusal = ""  # the last non-outage error of the reconnect probe, said once
 
     # -- life cycle ------------------------------------------------------
 
@@ -138,16 +130,21 @@ class RedisBackend:
         self._client = aioredis.Redis.from_url(
             self.url, socket_timeout=self._socket_timeout,
             socket_connect_timeout=self._connect_timeout, retry=Retry(NoBackoff(), 0))
+        step = "PING"
         try:
             await self._client.ping()
-            for name in ("reserve", "feedback", "crawl_delay", "resync"):
+            for name in _SCRIPTS:
+                step = f"loading {name}.lua"
                 source = _script(name + ".lua")
                 self._scripts[name] = self._client.register_script(source)
                 await self._client.script_load(source)
         except Exception as exc:
             await self._client.aclose()
-            raise BackendUnavailable(
-                f"cannot use Redis at {self.shown_url}: {self._scrub(exc)}") from None
+            if self._is_loss(exc):  # unreachable, or refused our credentials
+                raise BackendUnavailable(
+                    f"cannot use Redis at {self.shown_url}: {self._scrub(exc)}") from None
+            raise BackendError(f"Redis at {self.shown_url} failed while {step}: "
+                               f"{self._scrub(exc)}") from None
         self._up.set()
         logger.info("politeness: sharing state in Redis at %s (namespace %r, on loss: %s)",
                     self.shown_url, self.namespace, self.on_loss)
@@ -173,8 +170,14 @@ class RedisBackend:
 
     # -- the three steps -------------------------------------------------
 
-    async def reserve(self, key: str, ip: str | None,
-                      config: Config) -> tuple[float, SharedHost | None]:
+    async def reserve(self, key: str, ip: str | None, config: Config, *,
+                      crawl_delay: float = 0.0,
+                      slip: float = 0.0) -> tuple[float, SharedHost | None]:
+        """See ``SharedBackend.reserve``. ``crawl_delay``: this process's, kept
+        if larger than the shared one (a Redis restart forgets it). ``slip``:
+        how late after its booked start this process expects its bytes to
+        leave; both buckets are spent at start + slip, so the next booking of
+        any process is spaced from the real send, not from the plan."""
         keys = [self._key("host", key), self._key("ns")]
         if not _is_zero_ip(ip):
             keys.append(self._key("ip", ip))
@@ -186,11 +189,12 @@ class RedisBackend:
             if self._aborted:
                 raise BackendUnavailable(f"Redis backend at {self.shown_url} is closed")
             args = [config.default, config.floor, config.ceiling, config.ip_floor,
-                    self.margin, self.idle_margin, self._epoch, uuid.uuid4().hex, self.grace]
+                    self.margin, self.idle_margin, self._epoch, uuid.uuid4().hex, self.grace,
+                    crawl_delay, slip]
             try:
                 reply = await self._scripts["reserve"](keys=keys, args=args)
                 if reply[0] == b"resync":
-                    await self._resync()
+                    await self._resync(reply[1].decode())
                     continue
                 if reply[0] == b"wait":  # the grace window after a state loss
                     self._epoch = reply[2].decode()
@@ -205,27 +209,40 @@ class RedisBackend:
             host = SharedHost(_f(reply[1]), _f(reply[2]), _f(reply[3]), _f(reply[4]),
                               int(reply[5]), bool(int(reply[6])))
             self._epoch = reply[7].decode()
-            self._remember(key, ip, delay, host, config)
+            self._remember(key, ip, delay, host, config, slip=slip)
             return delay, host
 
     def _remember(self, key: str, ip: str | None, delay: float, host: SharedHost,
-                  config: Config) -> None:
+                  config: Config, *, slip: float) -> None:
         """Keep our pending bookings, the only copy left if the server loses its state."""
-        start = time.monotonic() + delay
+        now = time.monotonic()
+        start = now + delay + slip
         interval = config.host_interval(host.adaptive, host.crawl_delay)
         self._booked_hosts[key] = (start, interval)
         if ip is not None and not _is_zero_ip(ip):
             spacing = max(config.ip_floor, config.host_interval(host.adaptive))
             self._booked_ips[ip] = max(self._booked_ips.get(ip, 0.0), start + spacing)
         if len(self._booked_hosts) + len(self._booked_ips) > 4096:
-            self._forget_past(start - delay)
+            self._forget_past(now)
 
     def _forget_past(self, now: float) -> None:
         self._booked_hosts = {k: v for k, v in self._booked_hosts.items() if v[0] + v[1] > now}
         self._booked_ips = {k: v for k, v in self._booked_ips.items() if v > now}
 
-    async def _resync(self) -> None:
-        """Re-seed our pending bookings into a server that lost them; adopt its epoch."""
+    async def _resync(self, epoch: str) -> None:
+        """Re-seed our pending bookings into a server that lost them; adopt its epoch.
+
+        Every reservation in flight at the loss is told to resync; the first
+        re-seeds (and says so, once), the others find it done and only adopt
+        the epoch.
+        """
+        async with self._resync_lock:
+            if epoch == self._resynced_to:
+                self._epoch = epoch
+                return
+            await self._reseed()
+
+    async def _reseed(self) -> None:
         now = time.monotonic()
         self._forget_past(now)
         hosts, ips = list(self._booked_hosts.items()), list(self._booked_ips.items())
@@ -236,8 +253,9 @@ class RedisBackend:
             args += [start - now, interval]
         args += [nxt - now for _, nxt in ips]
         epoch = await self._scripts["resync"](keys=keys, args=args)
-        if epoch is not None:  # else lost again: the next reserve resyncs again
-            self._epoch = epoch.decode()
+        if epoch is None:  # lost again: the next reserve resyncs again
+            return
+        self._epoch = self._resynced_to = epoch.decode()
         logger.info("politeness: the Redis backend lost its state; re-seeded %d pending "
                     "host and %d IP bookings", len(hosts), len(ips))
 
@@ -257,6 +275,33 @@ class RedisBackend:
                             [delay, self.idle_margin])
         except BackendUnavailable:
             logger.debug("politeness: crawl-delay of %s not shared (Redis down)", key)
+
+    async def correct_start(self, key: str, ip: str | None, started_ago: float,
+                            interval: float, ip_spacing: float) -> None:
+        """A request of ours started later than its booking covered: move the
+        shared host and IP buckets to its real start (``started_ago`` seconds
+        before now), so the next booking of every process is spaced from it."""
+        keys = [self._key("host", key)]
+        if not _is_zero_ip(ip):
+            keys += [self._key("ip", ip), self._key("late", ip)]
+        try:
+            await self._run("late_start", keys,
+                            [started_ago, interval, ip_spacing, self.idle_margin])
+        except BackendUnavailable:
+            logger.debug("politeness: late start of %s not shared (Redis down)", key)
+
+    async def recheck(self, key: str, ip: str | None) -> float:
+        """Seconds a request booked earlier must still wait, just before its
+        send, for a late start reported since (``correct_start``); 0 if none,
+        or if Redis cannot say (its booking stands)."""
+        keys = [self._key("host", key)]
+        if not _is_zero_ip(ip):
+            keys.append(self._key("late", ip))
+        try:
+            reply: Any = await self._run("recheck", keys, [self.margin])
+        except BackendUnavailable:
+            return 0.0
+        return _f(reply)
 
     # -- plumbing --------------------------------------------------------
 
@@ -315,10 +360,28 @@ class RedisBackend:
                 await self._client.ping()
                 break
             except Exception as exc:  # whatever it is, keep holding and retry
-                logger.debug("politeness: Redis still unavailable: %s", self._scrub(exc))
+                self._still_down(exc)
                 await self._client.connection_pool.disconnect()
                 delay = min(delay * 2, cap)
         logger.info("politeness: the Redis backend at %s is back after %.1fs",
                     self.shown_url, time.monotonic() - self._lost_at)
         self._probe = None
+        self._refusal = ""
         self._up.set()
+
+    def _still_down(self, exc: BaseException) -> None:
+        """A failed reconnect: a plain outage at DEBUG; a server that answers
+        but refuses us (wrong password, ACL, ...) at WARNING, once per cause,
+        since waiting will not cure it."""
+        from redis.exceptions import AuthenticationError, ResponseError
+
+        text = self._scrub(exc)
+        if not isinstance(exc, (AuthenticationError, ResponseError)):
+            logger.debug("politeness: Redis still unavailable: %s", text)
+            return
+        if text != self._refusal:
+            self._refusal = text
+            what = ("holding every request" if self.on_loss == "hold"
+                    else "using the local buckets")
+            logger.warning("politeness: the Redis server at %s is back but refuses this "
+                           "crawler (%s); %s until it accepts us", self.shown_url, text, what)

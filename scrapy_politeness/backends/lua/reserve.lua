@@ -7,6 +7,8 @@
 -- KEYS[1] host hash   KEYS[2] namespace hash (horizon, hold)   KEYS[3] IP key (optional)
 -- ARGV: default floor ceiling ip_floor margin idle_margin
 --       epoch (the client's, '' at first) new_epoch grace
+--       crawl_delay (the client's: the larger one is kept, a restart forgets it)
+--       slip (how late after its booked start the client expects to send)
 -- Returns: {delay, adaptive, crawl_delay, not_before_in, latency, streak, dead, epoch},
 --          or {'resync', epoch}, or {'wait', seconds, epoch} (nothing booked)
 local t = redis.call('TIME')
@@ -25,6 +27,9 @@ end
 
 local adaptive, crawl_delay, last_start, not_before, latency, streak, dead =
   read_host(KEYS[1], default)
+local client_delay = tonumber(ARGV[10]) or 0
+local slip = tonumber(ARGV[11]) or 0
+if client_delay > crawl_delay then crawl_delay = client_delay end
 local interval = clamp(adaptive, crawl_delay)
 
 -- HostState.eligible_at, plus the send margin the local gate adds too.
@@ -59,20 +64,23 @@ if KEYS[3] then
   if ip_next and ip_next + margin > start then start = ip_next + margin end
 end
 
--- Spend both. IPTable.spend: next = start + max(ip_floor, ip_interval), never
+-- Spend both at the real send the client expects (start + slip), so the next
+-- booking of any process is spaced from when the bytes leave, not from the
+-- plan. IPTable.spend: next = sent + max(ip_floor, ip_interval), never
 -- backwards; the IP interval is the clamped adaptive WITHOUT the crawl-delay.
-redis.call('HSET', KEYS[1], 'last_start', fmt(start))
+local sent = start + slip
+redis.call('HSET', KEYS[1], 'last_start', fmt(sent), 'crawl_delay', fmt(crawl_delay))
 local keep = ceiling
 if crawl_delay > keep then keep = crawl_delay end
 if not_before - now > keep then keep = not_before - now end
-if start + interval - now > keep then keep = start + interval - now end
+if sent + interval - now > keep then keep = sent + interval - now end
 redis.call('PEXPIRE', KEYS[1], math.ceil((keep + idle) * 1000))
 
-local horizon = start + interval
+local horizon = sent + interval
 if KEYS[3] then
   local spacing = clamp(adaptive, 0)
   if ip_floor > spacing then spacing = ip_floor end
-  local nxt = start + spacing
+  local nxt = sent + spacing
   if not ip_next or nxt > ip_next then
     redis.call('SET', KEYS[3], fmt(nxt), 'PX', math.ceil((nxt - now + idle) * 1000))
   end
