@@ -4,13 +4,14 @@ Standard library only (no Scrapy, Twisted or dnspython), so it can be reasoned
 about, tested on a fake clock and reused by any state backend.
 """
 
-from .config import Config, Signal, is_failure
+from .config import RECOVERIES, Config, Signal, is_failure
 from .gate import Gate, Release
 from .keys import host_key, ip_literal
 from .retry_after import parse_retry_after, retry_after_of
 from .tables import HostState, HostTable, IPTable, Outcome
 
 __all__ = [
+    "RECOVERIES",
     "Config",
     "Gate",
     "HostState",
