@@ -106,7 +106,7 @@ def test_rising_latency_still_widens_softly() -> None:
     table.feedback("h", Signal(200, 0.0, 0.1), 0.0)
     out = table.feedback("h", Signal(200, 0.0, 0.5), 1.0)
     assert out.soft_widened
-    assert out.after == pytest.approx(1.25)
+    assert out.after == pytest.approx(out.before * 1.25)
 
 
 @pytest.mark.parametrize("recovery_name", ["fast", "additive"])
@@ -164,7 +164,8 @@ def test_converges_to_a_token_bucket_pace(interval: float, retry_after: float) -
     pages = 100
     run = crawl(FAST, TokenBucket(interval, retry_after=retry_after), pages)
     assert run.early() == 0
-    assert run.refused() <= 3
+    # a server slower than the 1 s start costs one more 429 on the way up
+    assert run.refused() <= (3 if interval <= FAST.default else 4)
     tail = run.intervals[-30:]
     assert max(tail) <= max(0.25, interval) / recovery.SHRINK + 1e-9
     assert run.wall <= 1.35 * (pages - 1) * interval + 2 * retry_after

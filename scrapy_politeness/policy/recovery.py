@@ -14,7 +14,7 @@ BBR probes for more only now and then:
   pace); ``good_at``: the last interval confirmed healthy (``CONFIRM``
   healthy fetches in a row).
 - Nothing failed yet: each confirmed healthy fetch shrinks the interval by
-  ``SHRINK`` (1 s reaches the 0.25 s floor in 6 fetches, not 15).
+  ``SHRINK`` (1 s reaches the 0.25 s floor in 5 fetches, not 15).
 - A failure jumps straight back to ``good_at`` (known to work), or, when
   nothing wider is known to work, widens by ``backoff`` like AIMD. A
   Retry-After is a pause (the table's not-before instant), never a floor of
@@ -43,8 +43,8 @@ __all__ = ["CONFIRM", "FORGET_AFTER", "MARGIN", "PROBE_EVERY", "PROBE_STEP", "SH
 SHRINK = 0.75
 """Descent per confirmed healthy fetch while no failure is known."""
 CONFIRM = 2
-"""Consecutive healthy fetches that confirm an interval (the first fetch after
-a pause always passes a token bucket: it proves nothing)."""
+"""Consecutive healthy fetches that confirm an interval once something failed
+(the first fetch after a pause always passes a token bucket: it proves nothing)."""
 PROBE_EVERY = 64
 """Healthy fetches at the known-good interval before probing lower."""
 PROBE_STEP = 0.95
@@ -76,10 +76,10 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
         return x * config.soft_widen
     run = state.healthy_run + 1
     state.healthy_run = run
-    if run < CONFIRM:
+    fail_at = state.fail_at
+    if run < CONFIRM and fail_at > 0:  # no pause yet: nothing to distrust
         return x
     state.good_at = x
-    fail_at = state.fail_at
     if fail_at <= 0 or x * SHRINK >= fail_at * MARGIN:  # far above any failure: descend
         state.healthy_run = CONFIRM - 1  # the next healthy fetch confirms the new pace
         return x * SHRINK

@@ -70,7 +70,7 @@ if recovery == 'fast' then
     adapted = x * soft_widen
   else
     run = run + 1
-    if run < confirm then
+    if run < confirm and fail_at > 0 then
       adapted = x
     else
       good_at = x
