@@ -3,16 +3,17 @@
 The server refills ``1 / interval`` tokens per second up to ``burst``; a
 request with a whole token is served (200), any other gets 429 with
 ``Retry-After: retry_after``. The crawl is the plugin's own HostTable: a
-fetch starts at the host's eligible instant (start-to-start interval, and
-never inside a Retry-After window), the response comes back ``latency``
-later. ``limits`` lets the server's interval change after some fetches.
+fetch starts when the host's bucket (start-to-start interval, never inside
+a Retry-After window) and its IP bucket (spent at the interval in force at
+the previous start, as the gate does) both permit; the response comes back
+``latency`` later. ``limits`` lets the server's interval change after some fetches.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scrapy_politeness.policy import Config, HostTable, Signal
+from scrapy_politeness.policy import Config, HostTable, IPTable, Signal
 
 
 @dataclass
@@ -56,6 +57,7 @@ def crawl(config: Config, server: TokenBucket, pages: int, *, latency: float = 0
           limits: dict[int, float] | None = None) -> Run:
     """Fetch ``pages`` pages, retrying each 429 until it is served."""
     table = HostTable(config)
+    ips = IPTable(config.ip_floor)
     run = Run()
     now = 0.0
     done = 0
@@ -65,8 +67,11 @@ def crawl(config: Config, server: TokenBucket, pages: int, *, latency: float = 0
             server.interval = limits[fetch]
         fetch += 1
         state = table.get("h")
-        start = max(now, state.eligible_at())
+        # The gate's rule: the host bucket at its current interval AND the IP
+        # bucket, spent at the interval in force at the previous start.
+        start = max(now, state.eligible_at(), ips.eligible_at("127.0.0.9"))
         table.start("h", start)
+        ips.spend("127.0.0.9", start, state.ip_interval())
         status = server.answer(start)
         now = start + latency
         retry_after = server.retry_after if status == 429 else 0.0

@@ -169,3 +169,22 @@ def test_converges_to_a_token_bucket_pace(interval: float, retry_after: float) -
     tail = run.intervals[-30:]
     assert max(tail) <= max(0.25, interval) / recovery.SHRINK + 1e-9
     assert run.wall <= 1.35 * (pages - 1) * interval + 2 * retry_after
+
+
+def test_judged_at_the_pace_the_server_saw() -> None:
+    """The IP bucket was spent at the old interval, so the gap lags the interval
+    by a fetch: a 429 after a 0.75 s gap says 0.75 s is too fast, not 0.5625 s."""
+    table = HostTable(FAST)
+    table.start("h", 0.0)
+    table.start("h", 0.75)
+    state = table.get("h")
+    state.adaptive, state.good_at, state.healthy_run = 0.5625, 1.0, 4
+    table.feedback("h", Signal(429, 2.0), 0.76)
+    assert state.fail_at == 0.75
+    assert state.adaptive == 1.0
+    # and a healthy fetch confirms the gap it really had
+    table.start("h", 3.0)
+    table.start("h", 4.0)
+    table.feedback("h", Signal(200), 4.01)
+    table.feedback("h", Signal(200), 4.02)
+    assert state.good_at == 1.0

@@ -132,6 +132,35 @@ async def test_fast_recovery_feedback_equals_host_table(redis_server: RedisServe
                                  healthy=0.97 if seed % 2 else 0.8))
 
 
+async def _booked_gap(server: RedisServer) -> None:
+    config = Config(default=0.4, floor=0.25, ceiling=10.0, recovery="fast")
+    b = backend(server)
+    await b.open()
+    try:
+        table = HostTable(config)
+        for _ in range(2):  # two bookings 0.4 s apart (server side); the same locally
+            await b.reserve("g", None, config)
+        table.start("g", 10.0)
+        table.start("g", 10.4)
+        for signal in (Signal(200), Signal(429, 1.0)):
+            shared = await b.feedback("g", signal, config, 5)
+            table.feedback("g", signal, 11.0)
+            ref = table.get("g")
+            # instants on the server's clock: float seconds since 1970, ~1e-7 s apart
+            assert shared.good_at == pytest.approx(ref.good_at, abs=1e-6)
+            assert shared.fail_at == pytest.approx(ref.fail_at, abs=1e-6)
+            assert shared.adaptive == pytest.approx(ref.adaptive, abs=1e-6)
+        assert shared.fail_at == pytest.approx(0.4)  # the booked gap, not the interval (0.3)
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_fast_recovery_judges_the_booked_gap(redis_server: RedisServer) -> None:
+    """reserve.lua records the start-to-start gap; feedback.lua judges that pace."""
+    await aio(_booked_gap(redis_server))
+
+
 # -- reserve: spacing, the IP rule, no IP bucket, the server's clock ----------------
 
 async def _spacing(server: RedisServer) -> None:

@@ -61,16 +61,19 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
     controller's fields of ``state`` (``fail_at``, ``good_at``, ``healthy_run``).
 
     ``state.adaptive`` must be the stored (clamped) interval; ``signal`` carries
-    the host's previous smoothed latency in ``prev_latency``.
+    the host's previous smoothed latency in ``prev_latency``. What failed or
+    stayed healthy is the pace the server really saw, ``state.gap`` (the last
+    start-to-start time): it lags the interval by a fetch, because the IP
+    bucket was spent at the old interval and never moves back.
     """
     x = state.adaptive
+    seen = state.gap if state.gap > 0 else x
     if is_failure(signal.status):
-        state.fail_at = x
+        state.fail_at = seen
         state.healthy_run = 0
-        if state.good_at > x:
-            return state.good_at
-        state.good_at = 0.0  # the known-good pace failed: the server changed
-        return config.widen(x)
+        if state.good_at <= seen:
+            state.good_at = 0.0  # the known-good pace failed: the server changed
+        return state.good_at if state.good_at > x else config.widen(x)
     if config.latency_rising(signal.latency, signal.prev_latency):
         state.healthy_run = 0
         return x * config.soft_widen
@@ -79,7 +82,7 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
     fail_at = state.fail_at
     if run < CONFIRM and fail_at > 0:  # no pause yet: nothing to distrust
         return x
-    state.good_at = x
+    state.good_at = seen
     if fail_at <= 0 or x * SHRINK >= fail_at * MARGIN:  # far above any failure: descend
         state.healthy_run = CONFIRM - 1  # the next healthy fetch confirms the new pace
         return x * SHRINK

@@ -98,6 +98,7 @@ class HostState:
     fail_at: float = 0.0
     good_at: float = 0.0
     healthy_run: int = 0
+    gap: float = 0.0  # start-to-start time before the last start (0: none yet)
 
     def interval(self) -> float:
         """The clamped interval in force now."""
@@ -173,6 +174,8 @@ class HostTable:
     def start(self, key: str, now: float) -> float:
         """Record a fetch start; returns the interval it was spaced by."""
         state = self.get(key)
+        if state.last_start > float("-inf"):
+            state.gap = now - state.last_start
         state.last_start = now
         state.touched = now
         return state.interval()

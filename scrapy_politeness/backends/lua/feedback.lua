@@ -43,8 +43,9 @@ end
 local adaptive, crawl_delay, last_start, not_before, prev, streak, dead =
   read_host(KEYS[1], default)
 
-local f = redis.call('HMGET', KEYS[1], 'fail_at', 'good_at', 'run')
+local f = redis.call('HMGET', KEYS[1], 'fail_at', 'good_at', 'run', 'gap')
 local fail_at, good_at, run = tonumber(f[1]) or 0, tonumber(f[2]) or 0, tonumber(f[3]) or 0
+local gap = tonumber(f[4]) or 0  -- start-to-start before the last booked start (reserve.lua)
 
 -- Config.widen: multiply, and always wider (0 x backoff is 0).
 local function widen(x)
@@ -61,10 +62,13 @@ local adapted
 if recovery == 'fast' then
   -- policy/recovery.py fast_step, line by line.
   local x = adaptive
+  local seen = x
+  if gap > 0 then seen = gap end
   if failed then
-    fail_at = x
+    fail_at = seen
     run = 0
-    if good_at > x then adapted = good_at else good_at = 0; adapted = widen(x) end
+    if good_at <= seen then good_at = 0 end
+    if good_at > x then adapted = good_at else adapted = widen(x) end
   elseif rising then
     run = 0
     adapted = x * soft_widen
@@ -73,7 +77,7 @@ if recovery == 'fast' then
     if run < confirm and fail_at > 0 then
       adapted = x
     else
-      good_at = x
+      good_at = seen
       if fail_at <= 0 or x * shrink >= fail_at * margin then
         run = confirm - 1
         adapted = x * shrink

@@ -62,6 +62,8 @@ end
 -- Spend both. IPTable.spend: next = start + max(ip_floor, ip_interval), never
 -- backwards; the IP interval is the clamped adaptive WITHOUT the crawl-delay.
 redis.call('HSET', KEYS[1], 'last_start', fmt(start))
+-- The pace the server sees, for the fast recovery (feedback.lua).
+if last_start then redis.call('HSET', KEYS[1], 'gap', fmt(start - last_start)) end
 local keep = ceiling
 if crawl_delay > keep then keep = crawl_delay end
 if not_before - now > keep then keep = not_before - now end
