@@ -10,11 +10,11 @@ This controller treats the server as having an unknown sustainable interval
 and brackets it, as TCP CUBIC remembers the window where loss happened and
 BBR probes for more only now and then:
 
-- ``fail_at``: the interval of the last failure (the server refused at this
-  pace); ``good_at``: the last interval confirmed healthy (``CONFIRM``
-  healthy fetches in a row).
-- Nothing failed yet: each confirmed healthy fetch shrinks the interval by
-  ``SHRINK`` (1 s reaches the 0.25 s floor in 5 fetches, not 15).
+- ``fail_at``: the pace (start-to-start time the server saw) of the last
+  failure; ``good_at``: the pace of the last healthy fetch, once something
+  failed only when confirmed (``CONFIRM`` healthy fetches in a row).
+- Far above any failure (or nothing failed yet): each healthy fetch shrinks
+  the interval by ``SHRINK`` (1 s reaches the 0.25 s floor in 5 fetches, not 15).
 - A failure jumps straight back to ``good_at`` (known to work), or, when
   nothing wider is known to work, widens by ``backoff`` like AIMD. A
   Retry-After is a pause (the table's not-before instant), never a floor of
@@ -24,8 +24,9 @@ BBR probes for more only now and then:
   ``fail_at``; once no probe fits it stays there (``FORGET_AFTER`` healthy
   fetches later it forgets a little of ``fail_at``, in case the server sped up).
 
-Only fetch counts, no clock: the Redis backend (``feedback.lua``) runs the
-same arithmetic server side, so both give the same answers.
+Fetch counts and the recorded gap, no clock: the Redis backend
+(``feedback.lua``, with the gap booked by ``reserve.lua``) runs the same
+arithmetic server side, so both give the same answers.
 """
 
 from __future__ import annotations
