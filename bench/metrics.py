@@ -82,3 +82,17 @@ def judge(scenario: Scenario, arrivals: list[Arrival]) -> Judgement:
         wall=ordered[-1].t - ordered[0].t if ordered else 0.0,
         bound=scenario.lower_bound()[0],
     )
+
+
+def after_change(arrivals: list[Arrival], host: str, served: int) -> tuple[int, int]:
+    """(requests, 429s) of ``host`` after its ``served``-th 200: a limit drop's cost."""
+    ok = 0
+    requests = refused = 0
+    for a in sorted(arrivals, key=lambda a: a.t):
+        if a.host != host:
+            continue
+        if ok >= served:
+            requests += 1
+            refused += a.status == 429
+        ok += a.status == 200
+    return requests, refused

@@ -36,8 +36,8 @@ import twisted
 
 from scrapy_politeness._sitefarm import Farm
 
-from .metrics import Judgement, judge
-from .scenarios import SCENARIOS, Scenario
+from .metrics import Judgement, after_change, judge
+from .scenarios import DEFAULT_SKIP, GROUPS, SCENARIOS, Scenario
 from .static_resolver import ENV_VAR
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +45,8 @@ ADDON = {"scrapy_politeness.Addon": 300}
 STATIC_RESOLVER = "bench.static_resolver.StaticResolver"
 DEFAULT_QUEUE = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 CONFIGS = ("plugin", "plugin+default-queue", "autothrottle", "delay+jitter", "delay")
+ALL_CONFIGS = (*CONFIGS, "plugin-additive")
+# "plugin-additive": the plugin with the reference design's recovery (POLITENESS_RECOVERY).
 EXTRA_SECTIONS = ("dns-faults", "overhead", "memory", "redis")
 CPU_TARGET = 1.15
 MEM_TARGET = 400.0
@@ -102,7 +104,8 @@ def config_settings(config: str, scenario: Scenario, farm: Farm) -> dict[str, An
                                 **scenario.extra}
     interval = scenario.interval
     if config.startswith("plugin"):
-        settings.update(ADDONS=ADDON, POLITENESS_DEFAULT=interval, POLITENESS_FLOOR=interval,
+        start = interval if scenario.start_interval is None else scenario.start_interval
+        settings.update(ADDONS=ADDON, POLITENESS_DEFAULT=start, POLITENESS_FLOOR=interval,
                         POLITENESS_IP_FLOOR=scenario.ip_floor,
                         POLITENESS_DNS_NAMESERVERS=[farm.dns])
         if scenario.host_intervals and not scenario.robots_delays:
@@ -110,6 +113,8 @@ def config_settings(config: str, scenario: Scenario, farm: Farm) -> dict[str, An
                                             for h, v in scenario.host_intervals.items()}
         if config == "plugin+default-queue":
             settings["SCHEDULER_PRIORITY_QUEUE"] = DEFAULT_QUEUE
+        if config == "plugin-additive":
+            settings["POLITENESS_RECOVERY"] = "additive"
         return settings
     settings["TWISTED_DNS_RESOLVER"] = STATIC_RESOLVER
     settings["DOWNLOAD_DELAY"] = interval
@@ -132,14 +137,16 @@ class Row:
     queue: str
     judgement: Judgement | None
     error: str = ""
+    after: dict[str, tuple[int, int]] | None = None  # host -> (requests, 429s) after a drop
 
 
-def run_scenario(scenario: Scenario, configs: tuple[str, ...] = CONFIGS) -> list[Row]:
+def run_scenario(scenario: Scenario, only: tuple[str, ...] | None = None) -> list[Row]:
     rows: list[Row] = []
     bound, _ = scenario.lower_bound()
     with Farm(scenario.spec) as farm:
         urls = [farm.url(h, p) for h, p in scenario.urls]
-        for config in configs:
+        configs = scenario.configs or CONFIGS
+        for config in configs if only is None else [c for c in configs if c in only]:
             farm.reset()
             progress(f"{scenario.name}: {config} ({len(urls)} URLs, T* {bound:.2f} s)")
             stock = not config.startswith("plugin")
@@ -151,10 +158,15 @@ def run_scenario(scenario: Scenario, configs: tuple[str, ...] = CONFIGS) -> list
                 progress(f"  FAILED: {run.error[-300:]}")
                 rows.append(Row(config, queue, None, run.error))
                 continue
-            j = judge(scenario, farm.arrivals())
-            progress(f"  wall {j.wall:.2f} s, host/IP/RA violations {j.host_viol}/{j.ip_viol}/"
-                     f"{j.ra_viol}, 429s {j.n429}, URLs ok {j.urls_ok}/{j.urls}")
-            rows.append(Row(config, queue, j))
+            arrivals = farm.arrivals()
+            j = judge(scenario, arrivals)
+            progress(f"  wall {j.wall:.2f} s (T* ratio {j.ratio:.2f}), host/IP/RA violations "
+                     f"{j.host_viol}/{j.ip_viol}/{j.ra_viol}, 429s {j.n429}, "
+                     f"URLs ok {j.urls_ok}/{j.urls}")
+            after = {h: after_change(arrivals, h, k) for h, k in scenario.rate_change().items()}
+            for host, (n, bad) in after.items():
+                progress(f"  after the rate change of {host}: {bad} 429s in {n} requests")
+            rows.append(Row(config, queue, j, after=after))
     return rows
 
 
@@ -188,6 +200,11 @@ def scenario_table(scenario: Scenario, rows: list[Row]) -> list[str]:
             f"| {row.config} | {row.queue} | {j.requests} | {j.urls_ok}/{j.urls} | {j.n429} "
             f"| {j.host_viol} | {j.ip_viol} | {j.ra_viol} | {_gap(j.min_host_gap)} "
             f"| {_gap(j.min_ip_gap)} | {j.wall:.2f} | {j.bound:.2f} | {j.ratio:.2f} |")
+    drops = [f"- {row.config}: {host} answered {bad} 429s to {n} requests after its rate "
+             f"changed ({100 * bad / n if n else 0:.1f}%)"
+             for row in rows for host, (n, bad) in (row.after or {}).items()]
+    if drops:
+        lines += ["", *drops]
     return [*lines, ""]
 
 
@@ -360,19 +377,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, help="also write the markdown report here")
     names = [*SCENARIOS, *EXTRA_SECTIONS]
     parser.add_argument("--only", action="append", metavar="NAME",
-                        help=f"run only these (repeat or comma-separate): {', '.join(names)}")
-    parser.add_argument("--configs", default=",".join(CONFIGS), metavar="A,B",
-                        help=f"configurations to compare (default: all of {', '.join(CONFIGS)})")
+                        help="run only these (repeat or comma-separate): "
+                             f"{', '.join([*GROUPS, *names])}")
+    parser.add_argument("--configs", metavar="A,B",
+                        help="configurations to compare (default: each scenario's own; "
+                             f"any of {', '.join(ALL_CONFIGS)})")
     args = parser.parse_args(argv)
-    configs = tuple(c for c in args.configs.split(",") if c)
-    if not configs or set(configs) - set(CONFIGS):
-        parser.error(f"unknown --configs {args.configs!r}; choose from {CONFIGS}")
-    args.configs = configs
+    if args.configs is not None:
+        configs = tuple(c for c in args.configs.split(",") if c)
+        if not configs or set(configs) - set(ALL_CONFIGS):
+            parser.error(f"unknown --configs {args.configs!r}; choose from {ALL_CONFIGS}")
+        args.configs = configs
     only = [n for item in args.only or [] for n in item.split(",") if n]
+    only = [m for n in only for m in GROUPS.get(n, (n,))]
     unknown = sorted(set(only) - set(names))
     if unknown:
-        parser.error(f"unknown --only {unknown}; choose from {names}")
-    args.only = only or names
+        parser.error(f"unknown --only {unknown}; choose from {[*GROUPS, *names]}")
+    args.only = only or [n for n in names if n not in DEFAULT_SKIP]
     return args
 
 

@@ -28,6 +28,8 @@ class Scenario:
     extra: dict[str, Any] = field(default_factory=dict)  # settings for every config
     host_intervals: dict[str, float] = field(default_factory=dict)  # hosts slower than interval
     robots_delays: bool = False  # the plugin learns host_intervals from robots.txt Crawl-delay
+    configs: tuple[str, ...] = ()  # the configurations to run; () means all of them
+    start_interval: float | None = None  # the plugin's POLITENESS_DEFAULT (None: interval)
 
     def interval_of(self, host: str) -> float:
         return self.host_intervals.get(host, self.interval)
@@ -69,9 +71,25 @@ class Scenario:
             best = max(best, ((n - 1) * self.interval_of(host), f"host {host}"))
         for ip, n in per_ip.items():
             best = max(best, ((n - 1) * self.ip_spacing_of(ip), f"IP {ip}"))
-        for host, (rate, _) in self.rate_limits().items():
-            best = max(best, ((per_host[host] - 1) * rate, f"rate of {host}"))
+        for host, raw in self.spec["hosts"].items():
+            if raw.get("kind") == "rate_limited":
+                best = max(best, (_bucket_bound(raw, per_host[host]), f"rate of {host}"))
         return best
+
+    def rate_change(self) -> dict[str, int]:
+        """Host -> served requests after which its rate changes (limit-drop hosts)."""
+        return {h: int(raw["rate_change_after"]) for h, raw in self.spec["hosts"].items()
+                if raw.get("kind") == "rate_limited" and raw.get("rate_change_after")}
+
+
+def _bucket_bound(raw: dict[str, Any], n: int) -> float:
+    """(n - burst) tokens at the server's rate; with a drop, the first part at the old rate."""
+    rate = float(raw.get("rate_interval", 1.0))
+    burst = float(raw.get("burst", 1.0))
+    k = int(raw.get("rate_change_after", 0))
+    if 0 < k < n:
+        return max(0.0, k - burst) * rate + (n - k) * float(raw.get("rate_interval_after", 1.0))
+    return max(0.0, n - burst) * rate
 
 
 def _pages(n: int) -> list[str]:
@@ -192,3 +210,57 @@ def many_hosts(quick: bool) -> Scenario:
 SCENARIOS = {"broad": broad, "shared-ip": shared_ip, "head-of-line": head_of_line,
              "slow-head": slow_head, "rate-limited": rate_limited,
              "crawl-delay-head": crawl_delay_head, "many-hosts": many_hosts}
+def bucket(rate: int, retry_after: int, form: str, quick: bool) -> Scenario:
+    """A token bucket of ``rate`` requests/s (burst 1) answering 429 + Retry-After.
+
+    The plugin starts at its default interval (1 s) and its floor (0.25 s) is
+    the judged host spacing; the server's pace is for it to find.
+    """
+    pages = 20 if quick else (60 if rate == 1 else 100)
+    host = f"bucket.{DOMAIN}"
+    spec = {"ips": ["127.0.0.2"], "hosts": {host: {
+        "ip": "127.0.0.2", "kind": "rate_limited", "rate_interval": 1 / rate, "burst": 1,
+        "retry_after": retry_after, "retry_after_form": form, "pages": pages}}}
+    shown = "HTTP-date" if form == "date" else "seconds"
+    name = f"bucket-r{rate}-ra{retry_after}-{form[0]}"
+    return Scenario(name,
+                    f"{pages} URLs of a token bucket of {rate}/s (burst 1) answering 429 + "
+                    f"Retry-After {retry_after} s ({shown}); the plugin starts at 1 s",
+                    spec, [(host, p) for p in _pages(pages)], interval=0.25, ip_floor=0.25,
+                    configs=RATE_CONFIGS if name in COMPARE_SEED else ("plugin", "autothrottle"),
+                    start_interval=1.0)
+
+
+def limit_drop(quick: bool) -> Scenario:
+    """A bucket of 4/s that drops to 1/s after 40 served pages (100 URLs)."""
+    pages, change = (30, 12) if quick else (100, 40)
+    host = f"drop.{DOMAIN}"
+    spec = {"ips": ["127.0.0.2"], "hosts": {host: {
+        "ip": "127.0.0.2", "kind": "rate_limited", "rate_interval": 0.25, "burst": 1,
+        "rate_change_after": change, "rate_interval_after": 1.0, "retry_after": 2,
+        "pages": pages}}}
+    return Scenario("limit-drop",
+                    f"{pages} URLs of a token bucket of 4/s that drops to 1/s after {change} "
+                    "served (429 + Retry-After 2 s); the plugin starts at 1 s",
+                    spec, [(host, p) for p in _pages(pages)], interval=0.25, ip_floor=0.25,
+                    configs=RATE_CONFIGS, start_interval=1.0)
+
+
+RATE_CONFIGS = ("plugin", "plugin-additive", "autothrottle")
+RATE_GRID = {f"bucket-r{r}-ra{ra}-{form[0]}": (r, ra, form)
+             for r in (1, 2, 4) for ra in (1, 2, 5) for form in ("seconds", "date")}
+COMPARE_SEED = ("bucket-r2-ra2-d",)  # cells also run with the seed's additive recovery
+RATE_SUBSET = ("bucket-r1-ra5-s", "bucket-r2-ra2-d", "bucket-r2-ra5-s", "bucket-r4-ra1-d")
+
+
+def _grid_cell(name: str) -> Any:
+    r, ra, form = RATE_GRID[name]
+    return lambda quick: bucket(r, ra, form, quick)
+
+
+SCENARIOS = {"broad": broad, "shared-ip": shared_ip, "head-of-line": head_of_line,
+             "slow-head": slow_head, "rate-limited": rate_limited, "limit-drop": limit_drop,
+             **{name: _grid_cell(name) for name in RATE_GRID}}
+# --only groups; a plain `python -m bench` runs the subset, not the whole grid.
+GROUPS = {"rate-grid": tuple(RATE_GRID), "rate-subset": RATE_SUBSET}
+DEFAULT_SKIP = tuple(n for n in RATE_GRID if n not in RATE_SUBSET)

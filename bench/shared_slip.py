@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from sitefarm import Farm
+from scrapy_politeness._sitefarm import Farm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from redis_server import RedisServer, free_port

@@ -389,6 +389,10 @@ class PolitenessMiddleware:
             state.not_before = max(state.not_before, now + shared.not_before_in)
         state.latency = shared.latency
         state.ceiling_streak = shared.ceiling_streak
+        if shared.fail_at is not None:  # a feedback answer carries the recovery's memory
+            state.fail_at = shared.fail_at
+            state.good_at = shared.good_at
+            state.healthy_run = shared.healthy_run
         if shared.dead and not state.dead:
             state.dead = True
 

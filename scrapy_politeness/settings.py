@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .policy import Config
+from .policy import RECOVERIES, Config
 
 __all__ = ["DEFAULTS", "PolitenessSettings", "unknown_names"]
 
@@ -30,6 +30,7 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_NARROW": 0.05,
     "POLITENESS_LATENCY_RISE": 1.5,
     "POLITENESS_LATENCY_MIN_RISE": 0.05,
+    "POLITENESS_RECOVERY": "fast",
     "POLITENESS_DEAD_AFTER": 5,
     "POLITENESS_MAX_CRAWL_DELAY": 60.0,
     "POLITENESS_CRAWL_DELAY_OVER_MAX": "skip",
@@ -68,7 +69,7 @@ _CONFIG_FIELDS = {
     "latency_rise": "POLITENESS_LATENCY_RISE",
     "latency_min_rise": "POLITENESS_LATENCY_MIN_RISE",
 }
-_HOST_OVERRIDE_FIELDS = ("default", "floor", "ceiling")
+_HOST_OVERRIDE_FIELDS = ("default", "floor", "ceiling", "recovery")
 _OVER_MAX = ("skip", "cap", "honour")
 _GROUPING = ("host", "domain")
 _ON_LOSS = ("hold", "local")
@@ -256,7 +257,8 @@ class PolitenessSettings:
 
         enabled = _bool("POLITENESS_ENABLED", raw("POLITENESS_ENABLED"))
         values = {f: _number(s, raw(s)) for f, s in _CONFIG_FIELDS.items()}
-        config = _config("POLITENESS_*", values)
+        recovery = _choice("POLITENESS_RECOVERY", raw("POLITENESS_RECOVERY"), RECOVERIES)
+        config = _config("POLITENESS_*", values, recovery)
 
         grouping = raw("POLITENESS_HOST_GROUPING")
         if grouping not in _GROUPING:
@@ -277,12 +279,16 @@ class PolitenessSettings:
                 raise ValueError(f"{where} has unknown keys {sorted(unknown)!r}; "
                                  f"allowed: {list(_HOST_OVERRIDE_FIELDS)!r}")
             merged = dict(values)
+            host_recovery = recovery
             for k, v in over.items():
-                merged[k] = _number(f"{where}[{k!r}]", v)
+                if k == "recovery":
+                    host_recovery = _choice(f"{where}['recovery']", v, RECOVERIES)
+                else:
+                    merged[k] = _number(f"{where}[{k!r}]", v)
             if "default" not in over:  # keep the global default inside the host's band
                 merged["default"] = min(max(merged["default"], merged["floor"]),
                                         merged["ceiling"])
-            hosts[host_key(host)] = _config(where, merged)
+            hosts[host_key(host)] = _config(where, merged, host_recovery)
         if hosts and grouping == "domain":
             hosts = _by_domain(hosts)
 
@@ -380,7 +386,7 @@ def _by_domain(hosts: dict[str, Config]) -> dict[str, Config]:
     return grouped
 
 
-def _config(where: str, values: dict[str, float]) -> Config:
+def _config(where: str, values: dict[str, float], recovery: str) -> Config:
     def name(f: str) -> str:
         return _CONFIG_FIELDS[f] if where == "POLITENESS_*" else f"{where}[{f!r}]"
 
@@ -390,7 +396,7 @@ def _config(where: str, values: dict[str, float]) -> Config:
             f"{values['floor']!r}, {values['default']!r}, {values['ceiling']!r}"
         )
     try:
-        return Config(**values)
+        return Config(**values, recovery=recovery)
     except (TypeError, ValueError) as exc:
         msg = str(exc)
         for f in _CONFIG_FIELDS:

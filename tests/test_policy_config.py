@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from scrapy_politeness.policy import Config, Signal, is_failure
+from scrapy_politeness.policy.config import MIN_WIDEN
 
 C = Config()  # default 1, floor 0.25, ceiling 60, backoff 2, soft 1.25, narrow 0.05, rise 1.5
 
@@ -183,7 +184,8 @@ def test_boundary_values_are_accepted() -> None:
     c = Config(default=0.25, floor=0.25, ceiling=0.25, backoff=1.0, soft_widen=1.0,
                latency_rise=1.0, narrow=0.0, ip_floor=0.0)
     assert c.host_interval(5.0) == 0.25
-    assert c.adapt(1.0, Signal(503)) == 1.0
+    # backoff = 1 cannot multiply a failure wider: it widens by MIN_WIDEN (issue 9 item 2)
+    assert c.adapt(1.0, Signal(503)) == pytest.approx(1.0 + MIN_WIDEN)
     Config(floor=0.0, default=0.0, ceiling=1.0)
     Config(default=3, floor=1, ceiling=9)  # ints are fine
 

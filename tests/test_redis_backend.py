@@ -68,25 +68,36 @@ CONFIGS = [
     Config(default=0.3, floor=0.3, ceiling=2.0, backoff=3.0, narrow=0.1, latency_min_rise=0.0),
     Config(default=2.0, floor=0.0, ceiling=4.0, soft_widen=1.5, latency_rise=1.2),
 ]
+# The fast recovery (policy/recovery.py); floor 0 and backoff 1 exercise the
+# "a failure always widens" rule (issue 9 item 2) on both sides too.
+FAST_CONFIGS = [
+    Config(recovery="fast"),
+    Config(default=0.0, floor=0.0, ceiling=4.0, recovery="fast"),
+    Config(default=0.5, floor=0.1, ceiling=3.0, backoff=1.0, narrow=0.0, recovery="fast"),
+    Config(default=0.0, floor=0.0, ceiling=4.0, backoff=1.5),  # additive, floor 0
+]
 
 
-def random_signal(rng: random.Random) -> Signal:
+def random_signal(rng: random.Random, healthy: float = 0.0) -> Signal:
+    if rng.random() < healthy:
+        return Signal(200, 0.0, rng.choice([0.0, 0.01]))
     status = rng.choice([200, 200, 200, 200, 301, 404, 429, 500, 503, 0])
     retry_after = rng.choice([0.0, 0.0, 0.0, rng.uniform(0.1, 6.0)])
     latency = rng.choice([0.0, rng.uniform(0.001, 0.05), rng.uniform(0.05, 1.5)])
     return Signal(status, retry_after, latency)
 
 
-async def _feedback_contract(server: RedisServer, seed: int) -> None:
+async def _feedback_contract(server: RedisServer, seed: int, configs: list[Config] = CONFIGS,
+                             steps: int = 60, healthy: float = 0.0) -> None:
     rng = random.Random(seed)
-    config = CONFIGS[seed % len(CONFIGS)]
+    config = configs[seed % len(configs)]
     dead_after = rng.choice([2, 3, 5])
     b = backend(server)
     await b.open()
     try:
         table = HostTable(config, dead_after=dead_after)
-        for step in range(60):
-            signal = random_signal(rng)
+        for step in range(steps):
+            signal = random_signal(rng, healthy)
             shared = await b.feedback("h", signal, config, dead_after)
             now = time.monotonic()
             table.feedback("h", signal, now)
@@ -96,6 +107,9 @@ async def _feedback_contract(server: RedisServer, seed: int) -> None:
             assert shared.latency == pytest.approx(ref.latency, abs=1e-9), where
             assert shared.ceiling_streak == ref.ceiling_streak, where
             assert shared.dead == ref.dead, where
+            assert shared.fail_at == pytest.approx(ref.fail_at, abs=1e-9), where
+            assert shared.good_at == pytest.approx(ref.good_at, abs=1e-9), where
+            assert shared.healthy_run == ref.healthy_run, where
             # The Retry-After window, anchored on each side's own clock.
             assert shared.not_before_in == pytest.approx(max(0.0, ref.not_before - now),
                                                          abs=0.05), where
@@ -107,6 +121,44 @@ async def _feedback_contract(server: RedisServer, seed: int) -> None:
 @pytest.mark.parametrize("seed", range(6))
 async def test_feedback_equals_host_table(redis_server: RedisServer, seed: int) -> None:
     await aio(_feedback_contract(redis_server, seed))
+
+
+@pytest_twisted.ensureDeferred
+@pytest.mark.parametrize("seed", range(8))
+async def test_fast_recovery_feedback_equals_host_table(redis_server: RedisServer,
+                                                        seed: int) -> None:
+    """Long mostly-healthy runs reach the probes (PROBE_EVERY) and the forgetting."""
+    await aio(_feedback_contract(redis_server, seed, FAST_CONFIGS, steps=400,
+                                 healthy=0.97 if seed % 2 else 0.8))
+
+
+async def _booked_gap(server: RedisServer) -> None:
+    config = Config(default=0.4, floor=0.25, ceiling=10.0, recovery="fast")
+    b = backend(server)
+    await b.open()
+    try:
+        table = HostTable(config)
+        for _ in range(2):  # two bookings 0.4 s apart (server side); the same locally
+            await b.reserve("g", None, config)
+        table.start("g", 10.0)
+        table.start("g", 10.4)
+        for signal in (Signal(200), Signal(429, 1.0)):
+            shared = await b.feedback("g", signal, config, 5)
+            table.feedback("g", signal, 11.0)
+            ref = table.get("g")
+            # instants on the server's clock: float seconds since 1970, ~1e-7 s apart
+            assert shared.good_at == pytest.approx(ref.good_at, abs=1e-6)
+            assert shared.fail_at == pytest.approx(ref.fail_at, abs=1e-6)
+            assert shared.adaptive == pytest.approx(ref.adaptive, abs=1e-6)
+        assert shared.fail_at == pytest.approx(0.4)  # the booked gap, not the interval (0.3)
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_fast_recovery_judges_the_booked_gap(redis_server: RedisServer) -> None:
+    """reserve.lua records the start-to-start gap; feedback.lua judges that pace."""
+    await aio(_booked_gap(redis_server))
 
 
 # -- reserve: spacing, the IP rule, no IP bucket, the server's clock ----------------

@@ -21,7 +21,8 @@ def test_defaults(source: Any) -> None:
     s = PolitenessSettings.from_settings(source)
     assert s.enabled is True
     assert s.config == Config(default=1.0, floor=0.25, ceiling=60.0, ip_floor=0.25,
-                              backoff=2.0, soft_widen=1.25, narrow=0.05, latency_rise=1.5)
+                              backoff=2.0, soft_widen=1.25, narrow=0.05, latency_rise=1.5,
+                              recovery="fast")
     assert dict(s.hosts) == {}
     assert s.dead_after == 5
     assert s.max_crawl_delay == 60.0
@@ -116,7 +117,8 @@ def test_host_override_with_only_ceiling_lowers_default() -> None:
 def test_host_override_inherits_global_values() -> None:
     s = load(POLITENESS_DEFAULT=2.0, POLITENESS_NARROW=0.1,
              POLITENESS_HOSTS={"a.com": {"ceiling": 10}})
-    assert s.config_for("a.com") == Config(default=2.0, ceiling=10.0, narrow=0.1)
+    assert s.config_for("a.com") == Config(default=2.0, ceiling=10.0, narrow=0.1,
+                                           recovery="fast")
 
 
 def test_host_override_keys_are_normalised() -> None:
@@ -186,6 +188,9 @@ def test_misc_valid_values() -> None:
         ("POLITENESS_ENABLED", 2, "2"),
         ("POLITENESS_DNS_PIN", "yes please", "yes please"),
         ("POLITENESS_DNS_HOSTS_FILE", 42, "42"),
+        ("POLITENESS_RECOVERY", "aimd", "aimd"),
+        ("POLITENESS_RECOVERY", 3, "3"),
+        ("POLITENESS_HOSTS", {"a.com": {"recovery": "slow"}}, "slow"),
     ],
 )
 def test_bad_value_names_setting_and_value(name: str, value: Any, shown: str) -> None:
@@ -219,3 +224,12 @@ def test_none_means_default() -> None:
     assert s.config.floor == 0.25
     assert s.enabled is True
     assert dict(s.hosts) == {}
+
+
+def test_recovery_setting_and_per_host_override() -> None:
+    s = load(POLITENESS_RECOVERY="additive",
+             POLITENESS_HOSTS={"api.example": {"recovery": "fast", "floor": 0.5}})
+    assert s.config.recovery == "additive"
+    assert s.config_for("api.example").recovery == "fast"
+    assert s.config_for("api.example").floor == 0.5
+    assert load(POLITENESS_HOSTS={"a.com": {"floor": 0.5}}).config_for("a.com").recovery == "fast"

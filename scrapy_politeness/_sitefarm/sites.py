@@ -13,6 +13,7 @@ import html
 from .arrival import Arrival
 from .httpserver import ConnInfo
 from .httpwire import BadRequest, Request, Response, normalise_host, reason_phrase
+from .ratelimit import TokenBucket, retry_after_value
 from .spec import HostSpec
 from .state import FarmState
 
@@ -94,13 +95,12 @@ class SiteHandler:
         if host.kind == "always_503":
             return error(404) if is_robots else error(503)
         if host.kind == "rate_limited":
-            last = self._state.last_ok.get(host.name)
-            if last is not None and req.t - last < host.rate_interval:
-                return error(429, [("Retry-After", str(host.retry_after))])
-        resp = content(host, path)
-        if host.kind == "rate_limited" and resp.status == 200:
-            self._state.last_ok[host.name] = req.t
-        return resp
+            bucket = self._state.buckets.get(host.name)
+            if bucket is None:
+                bucket = self._state.buckets[host.name] = TokenBucket(host)
+            if not bucket.admit(req.t):
+                return error(429, [("Retry-After", retry_after_value(host, req.wall))])
+        return content(host, path)
 
     def _record(
         self, t: float, wall: float, name: str, conn: ConnInfo, *, path: str, status: int

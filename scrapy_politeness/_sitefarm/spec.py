@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("normal", "slow", "rate_limited", "always_503")
+RETRY_AFTER_FORMS = ("seconds", "date")
 DNS_MODES = ("servfail", "nxdomain", "timeout", "truncate", "cname", "rotate", "v6only",
              "nodata")
 
@@ -40,7 +41,11 @@ class HostSpec:
     crawl_delay: float | None = None
     robots: str | None = None
     rate_interval: float = 1.0
-    retry_after: int = 1
+    retry_after: float = 1
+    burst: float = 1.0
+    retry_after_form: str = "seconds"
+    rate_change_after: int = 0  # served requests before rate_interval_after applies (0: never)
+    rate_interval_after: float = 1.0
     status_script: tuple[int, ...] = ()
     retry_after_header: str | None = None
     ttl: int | None = None
@@ -143,6 +148,13 @@ def _parse_host(name: str, raw: Any, farm_ips: tuple[str, ...]) -> HostSpec:
         raise SpecError(f"{what}: robots must be a string")
     ttl = raw.get("ttl")
     rah = raw.get("retry_after_header")
+    form = raw.get("retry_after_form", "seconds")
+    if form not in RETRY_AFTER_FORMS:
+        raise SpecError(f"{what}: retry_after_form must be one of {RETRY_AFTER_FORMS}, "
+                        f"got {form!r}")
+    burst = _number(raw, "burst", 1.0, what)
+    if burst < 1:
+        raise SpecError(f"{what}: burst must be >= 1, got {burst!r}")
     return HostSpec(
         name=name,
         ip=ip,
@@ -152,7 +164,11 @@ def _parse_host(name: str, raw: Any, farm_ips: tuple[str, ...]) -> HostSpec:
         crawl_delay=None if crawl_delay is None else _number(raw, "crawl_delay", 0, what),
         robots=robots,
         rate_interval=_number(raw, "rate_interval", 1.0, what),
-        retry_after=_int(raw, "retry_after", 1, what),
+        retry_after=_number(raw, "retry_after", 1, what),
+        burst=burst,
+        retry_after_form=form,
+        rate_change_after=_int(raw, "rate_change_after", 0, what),
+        rate_interval_after=_number(raw, "rate_interval_after", 1.0, what),
         status_script=tuple(script),
         retry_after_header=None if rah is None else str(rah),
         ttl=None if ttl is None else _int(raw, "ttl", 0, what),

@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .arrival import Arrival
+from .ratelimit import TokenBucket
 from .spec import FarmSpec
 
 
@@ -20,8 +21,8 @@ class FarmState:
     spec: FarmSpec
     arrivals: list[Arrival] = field(default_factory=list)
     dns_queries: Counter[str] = field(default_factory=Counter)
-    # host -> arrival time of the last request answered 200 (rate_limited hosts)
-    last_ok: dict[str, float] = field(default_factory=dict)
+    # host -> its token bucket (rate_limited hosts)
+    buckets: dict[str, TokenBucket] = field(default_factory=dict)
     # host -> how many status_script entries were consumed
     script_pos: Counter[str] = field(default_factory=Counter)
     # host -> how many A queries were answered in rotate mode
@@ -36,7 +37,7 @@ class FarmState:
         """Forget arrivals, DNS counts, rate-limit, status-script and rotation state."""
         self.arrivals.clear()
         self.dns_queries.clear()
-        self.last_ok.clear()
+        self.buckets.clear()
         self.script_pos.clear()
         self.rotate_pos.clear()
 

@@ -25,6 +25,11 @@ class SharedHost:
     latency: float
     ceiling_streak: int
     dead: bool
+    # The fast recovery's memory (policy/recovery.py); None when the answer
+    # does not carry it (a reservation), so the local copy is kept.
+    fail_at: float | None = None
+    good_at: float | None = None
+    healthy_run: int | None = None
 
 
 class SharedBackend(Protocol):

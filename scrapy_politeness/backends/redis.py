@@ -17,9 +17,12 @@ import asyncio
 import logging
 import time
 import uuid
+from dataclasses import replace
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
+from ..policy import recovery as _recovery
+from ..policy.config import MIN_WIDEN
 from .base import SharedHost
 from .redaction import redact_url, secrets_of
 
@@ -32,6 +35,10 @@ logger = logging.getLogger(__name__)
 
 _ON_LOSS = ("hold", "local")
 _LATENCY_ALPHA = 0.3  # HostTable's default EWMA weight
+# feedback.lua runs policy/recovery.py's arithmetic; its constants come from there.
+_RECOVERY_CONSTANTS = (_recovery.SHRINK, _recovery.CONFIRM, _recovery.PROBE_EVERY,
+                       _recovery.PROBE_STEP, _recovery.MARGIN, _recovery.FORGET_AFTER,
+                       MIN_WIDEN)
 
 
 class BackendUnavailable(ConnectionError):
@@ -66,6 +73,13 @@ def _host(reply: list[Any]) -> SharedHost:
     adaptive, crawl_delay, nb_in, latency, streak, dead = reply[:6]
     return SharedHost(_f(adaptive), _f(crawl_delay), _f(nb_in), _f(latency),
                       int(streak), bool(int(dead)))
+
+
+def _fed_host(reply: list[Any]) -> SharedHost:
+    """A feedback answer: the host plus the fast recovery's memory."""
+    fail_at, good_at, run = reply[6:9]
+    return replace(_host(reply), fail_at=_f(fail_at), good_at=_f(good_at),
+                   healthy_run=int(run))
 
 
 def _is_zero_ip(ip: str | None) -> bool:
@@ -264,9 +278,10 @@ class RedisBackend:
         args = [signal.status, signal.retry_after, signal.latency, config.default,
                 config.floor, config.ceiling, config.backoff, config.soft_widen,
                 config.narrow, config.latency_rise, config.latency_min_rise,
-                dead_after, _LATENCY_ALPHA, self.idle_margin]
+                dead_after, _LATENCY_ALPHA, self.idle_margin, config.recovery,
+                *_RECOVERY_CONSTANTS]
         reply = await self._run("feedback", [self._key("host", key)], args)
-        return _host(reply)
+        return _fed_host(reply)
 
     async def set_crawl_delay(self, key: str, delay: float) -> None:
         """Keep the larger crawl-delay; during an outage only this process has it."""

@@ -4,7 +4,7 @@ Standard library only (no Scrapy, Twisted or dnspython), so it can be reasoned
 about, tested on a fake clock and reused by any state backend.
 """
 
-from .config import Config, Signal, is_failure
+from .config import RECOVERIES, Config, Signal, is_failure
 from .failures import FailureKind, backoff_cause, reached_server
 from .gate import Gate, Release
 from .keys import host_key, ip_literal
@@ -12,6 +12,7 @@ from .retry_after import parse_retry_after, retry_after_of, server_clock
 from .tables import HostState, HostTable, IPTable, Outcome
 
 __all__ = [
+    "RECOVERIES",
     "Config",
     "FailureKind",
     "Gate",

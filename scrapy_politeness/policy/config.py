@@ -10,7 +10,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["Config", "Signal", "is_failure"]
+__all__ = ["RECOVERIES", "Config", "Signal", "is_failure"]
+
+RECOVERIES = ("fast", "additive")
+"""How a host comes back after a failure: ``"fast"`` (policy/recovery.py,
+the plugin's default) or ``"additive"`` (the reference design's AIMD)."""
+
+MIN_WIDEN = 0.05
+"""The smallest widen a failure makes when multiplying cannot widen (an
+interval of 0 with ``floor = 0``, or ``backoff = 1``): seconds, or ``narrow``
+when that is larger."""
 
 
 def is_failure(status: int) -> bool:
@@ -46,6 +55,10 @@ class Config:
     as sharply rising. ``latency_min_rise`` (an addition to the reference
     design): a rise smaller than this many seconds is noise, not a struggling
     server (on a LAN or loopback, 1 ms against 0.6 ms is a ratio of 1.7).
+    ``recovery`` (an addition): ``"additive"`` keeps the reference design's
+    step (``adapt``); ``"fast"`` uses the controller of ``policy.recovery``.
+    The dataclass default is the reference design; the plugin's setting
+    ``POLITENESS_RECOVERY`` defaults to ``"fast"``.
     """
 
     default: float = 1.0
@@ -57,8 +70,12 @@ class Config:
     narrow: float = 0.05
     latency_rise: float = 1.5
     latency_min_rise: float = 0.05
+    recovery: str = "additive"
 
     def __post_init__(self) -> None:
+        if self.recovery not in RECOVERIES:
+            raise ValueError(f"Config.recovery must be one of {RECOVERIES!r}, "
+                             f"got {self.recovery!r}")
         for name in ("default", "floor", "ceiling", "ip_floor", "backoff",
                      "soft_widen", "narrow", "latency_rise", "latency_min_rise"):
             value = getattr(self, name)
@@ -86,17 +103,29 @@ class Config:
     def adapt(self, interval: float, signal: Signal) -> float:
         """One AIMD step from ``interval`` given ``signal``; the result is unclamped.
 
-        Reactions, first match wins: a failure multiplies by ``backoff`` and
-        takes Retry-After as a floor; a latency above ``prev_latency *
+        Reactions, first match wins: a failure widens (``widen``) and takes
+        Retry-After as a floor; a latency above ``prev_latency *
         latency_rise`` widens by ``soft_widen``; anything else narrows by
         ``narrow``.
         """
         if is_failure(signal.status):
-            widened = interval * self.backoff
+            widened = self.widen(interval)
             return signal.retry_after if signal.retry_after > widened else widened
         if self.latency_rising(signal.latency, signal.prev_latency):
             return interval * self.soft_widen
         return interval - self.narrow
+
+    def widen(self, interval: float) -> float:
+        """The failure step: ``interval * backoff``, and always wider than ``interval``.
+
+        Multiplying alone cannot widen an interval of 0 (``floor = 0``) or
+        anything with ``backoff = 1``: the host would never back off again.
+        Then the step is additive, ``max(narrow, MIN_WIDEN)`` seconds.
+        """
+        widened = interval * self.backoff
+        if widened > interval:
+            return widened
+        return interval + (self.narrow if self.narrow > MIN_WIDEN else MIN_WIDEN)
 
     def latency_rising(self, latency: float, prev_latency: float) -> bool:
         """Latency above ``prev_latency * latency_rise`` by at least ``latency_min_rise``."""

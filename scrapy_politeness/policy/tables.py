@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import Config, Signal, is_failure
+from .recovery import fast_step
 
 __all__ = ["HostState", "HostTable", "IPTable", "Outcome"]
 
@@ -93,6 +94,11 @@ class HostState:
     requests: int = 0
     waited: float = 0.0
     backoffs: dict[str, int] | None = None  # by cause, created on the first one
+    # The fast recovery's memory (policy/recovery.py); unused by "additive".
+    fail_at: float = 0.0
+    good_at: float = 0.0
+    healthy_run: int = 0
+    gap: float = 0.0  # start-to-start time before the last start (0: none yet)
 
     def interval(self) -> float:
         """The clamped interval in force now."""
@@ -168,6 +174,8 @@ class HostTable:
     def start(self, key: str, now: float) -> float:
         """Record a fetch start; returns the interval it was spaced by."""
         state = self.get(key)
+        if state.last_start > float("-inf"):
+            state.gap = now - state.last_start
         state.last_start = now
         state.touched = now
         return state.interval()
@@ -178,8 +186,10 @@ class HostTable:
     def feedback(self, key: str, signal: Signal, now: float) -> Outcome:
         """Fold one fetch outcome into the host: AIMD, Retry-After, dead streak.
 
-        Retry-After is a floor of the new interval on failures (inside
-        ``adapt``) and, on any response, a not-before instant. The adaptive
+        Retry-After is, on any response, a not-before instant (a pause). With
+        ``recovery = "additive"`` (the reference design) it is also a floor of
+        the new interval on failures (inside ``adapt``); the ``"fast"``
+        recovery (``policy.recovery``) leaves the interval to what it learnt. The adaptive
         value is stored clamped to the config band, so a long run of healthy
         fetches cannot wind it far below the floor. A host is dead after
         ``dead_after`` consecutive outcomes whose clamped interval (without
@@ -192,7 +202,10 @@ class HostTable:
         sig = signal if signal.prev_latency == prev else Signal(
             signal.status, signal.retry_after, signal.latency, prev
         )
-        adapted = config.adapt(state.adaptive, sig)
+        if config.recovery == "fast":
+            adapted = fast_step(config, state, sig)
+        else:
+            adapted = config.adapt(state.adaptive, sig)
         state.adaptive = config.host_interval(adapted)
         if signal.retry_after > 0:
             until = now + signal.retry_after

@@ -7,7 +7,10 @@
 -- KEYS[1] host hash
 -- ARGV: status retry_after latency default floor ceiling backoff soft_widen
 --       narrow latency_rise latency_min_rise dead_after alpha idle_margin
--- Returns: {adaptive, crawl_delay, not_before_in, latency, streak, dead}
+--       recovery ('fast' or 'additive') and the fast recovery's constants:
+--       shrink confirm probe_every probe_step margin forget_after min_widen
+-- Returns: {adaptive, crawl_delay, not_before_in, latency, streak, dead,
+--           fail_at, good_at, healthy_run}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local status = tonumber(ARGV[1])
@@ -24,6 +27,14 @@ local latency_min_rise = tonumber(ARGV[11])
 local dead_after = tonumber(ARGV[12])
 local alpha = tonumber(ARGV[13])
 local idle = tonumber(ARGV[14])
+local recovery = ARGV[15]
+local shrink = tonumber(ARGV[16])
+local confirm = tonumber(ARGV[17])
+local probe_every = tonumber(ARGV[18])
+local probe_step = tonumber(ARGV[19])
+local margin = tonumber(ARGV[20])
+local forget_after = tonumber(ARGV[21])
+local min_widen = tonumber(ARGV[22])
 
 local function clamp(adaptive, crawl_delay)
   return host_clamp(adaptive, crawl_delay, floor, ceiling)
@@ -32,18 +43,63 @@ end
 local adaptive, crawl_delay, last_start, not_before, prev, streak, dead =
   read_host(KEYS[1], default)
 
--- Config.adapt, first match wins: failure, sharply rising latency, healthy.
+local f = redis.call('HMGET', KEYS[1], 'fail_at', 'good_at', 'run', 'gap')
+local fail_at, good_at, run = tonumber(f[1]) or 0, tonumber(f[2]) or 0, tonumber(f[3]) or 0
+local gap = tonumber(f[4]) or 0  -- start-to-start before the last booked start (reserve.lua)
+
+-- Config.widen: multiply, and always wider (0 x backoff is 0).
+local function widen(x)
+  local w = x * backoff
+  if w > x then return w end
+  if narrow > min_widen then return x + narrow end
+  return x + min_widen
+end
+
 local failed = status == 0 or status == 429 or status >= 500
 local rising = prev > 0 and latency > prev * latency_rise
                and latency - prev >= latency_min_rise
 local adapted
-if failed then
-  local widened = adaptive * backoff
-  if retry_after > widened then adapted = retry_after else adapted = widened end
-elseif rising then
-  adapted = adaptive * soft_widen
+if recovery == 'fast' then
+  -- policy/recovery.py fast_step, line by line.
+  local x = adaptive
+  local seen = x
+  if gap > 0 then seen = gap end
+  if failed then
+    fail_at = seen
+    run = 0
+    if good_at <= seen then good_at = 0 end
+    if good_at > x then adapted = good_at else adapted = widen(x) end
+  elseif rising then
+    run = 0
+    adapted = x * soft_widen
+  else
+    run = run + 1
+    if run < confirm and fail_at > 0 then
+      adapted = x
+    else
+      good_at = seen
+      if fail_at <= 0 or x * shrink >= fail_at * margin then
+        run = confirm - 1
+        adapted = x * shrink
+      elseif x * probe_step >= fail_at * margin then
+        if run >= probe_every then run = confirm - 1; adapted = x * probe_step
+        else adapted = x end
+      else
+        if run >= forget_after then fail_at = fail_at * probe_step; run = confirm - 1 end
+        adapted = x
+      end
+    end
+  end
 else
-  adapted = adaptive - narrow
+  -- Config.adapt, first match wins: failure, sharply rising latency, healthy.
+  if failed then
+    local widened = widen(adaptive)
+    if retry_after > widened then adapted = retry_after else adapted = widened end
+  elseif rising then
+    adapted = adaptive * soft_widen
+  else
+    adapted = adaptive - narrow
+  end
 end
 adaptive = clamp(adapted, 0)  -- stored clamped, without the crawl-delay
 
@@ -55,7 +111,8 @@ if adaptive >= ceiling then streak = streak + 1 else streak = 0 end
 if dead == 0 and streak >= dead_after then dead = 1 end
 
 redis.call('HSET', KEYS[1], 'adaptive', fmt(adaptive), 'not_before', fmt(not_before),
-           'latency', fmt(prev), 'streak', streak, 'dead', dead)
+           'latency', fmt(prev), 'streak', streak, 'dead', dead,
+           'fail_at', fmt(fail_at), 'good_at', fmt(good_at), 'run', run)
 local keep = ceiling
 if crawl_delay > keep then keep = crawl_delay end
 if not_before - now > keep then keep = not_before - now end
@@ -67,4 +124,5 @@ redis.call('PEXPIRE', KEYS[1], math.ceil((keep + idle) * 1000))
 
 local nb_in = not_before - now
 if nb_in < 0 then nb_in = 0 end
-return {fmt(adaptive), fmt(crawl_delay), fmt(nb_in), fmt(prev), streak, dead}
+return {fmt(adaptive), fmt(crawl_delay), fmt(nb_in), fmt(prev), streak, dead,
+        fmt(fail_at), fmt(good_at), run}

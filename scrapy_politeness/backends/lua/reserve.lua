@@ -70,6 +70,8 @@ end
 -- backwards; the IP interval is the clamped adaptive WITHOUT the crawl-delay.
 local sent = start + slip
 redis.call('HSET', KEYS[1], 'last_start', fmt(sent), 'crawl_delay', fmt(crawl_delay))
+-- The pace the server sees, for the fast recovery (feedback.lua).
+if last_start then redis.call('HSET', KEYS[1], 'gap', fmt(sent - last_start)) end
 local keep = ceiling
 if crawl_delay > keep then keep = crawl_delay end
 if not_before - now > keep then keep = not_before - now end

@@ -1,0 +1,190 @@
+"""The fast recovery (policy/recovery.py) on a fake clock, against a token-bucket server.
+
+The server and the crawl are simulated (tests/ratesim.py): the crawl is the
+real HostTable; only time is virtual. Speed is judged as wall / T* where T*
+is the server's own limit, (pages - 1) x its interval.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ratesim import TokenBucket, crawl
+
+from scrapy_politeness.policy import Config, HostTable, Signal, recovery
+from scrapy_politeness.policy.tables import HostState
+
+FAST = Config(recovery="fast")
+ADDITIVE = Config()
+
+
+def test_from_above_reaches_the_floor_in_a_few_fetches_without_refusals() -> None:
+    run = crawl(FAST, TokenBucket(0.25, retry_after=2), 40)
+    assert run.refused() == 0
+    floor_at = run.intervals.index(0.25)
+    assert floor_at <= 6  # the seed's additive narrow needs 15 fetches
+    assert run.intervals[floor_at:] == [0.25] * (40 - floor_at)
+    # a monotone descent, no saw-tooth
+    assert all(a >= b for a, b in zip(run.intervals, run.intervals[1:], strict=False))
+    slow = crawl(ADDITIVE, TokenBucket(0.25, retry_after=2), 40)
+    assert slow.intervals.index(0.25) >= 14  # 15 fetches (index 14)
+
+
+@pytest.mark.parametrize("rate", [1, 2])
+@pytest.mark.parametrize("retry_after", [1, 2, 5])
+def test_rate_limited_host_settles_near_its_pace(rate: int, retry_after: int) -> None:
+    pages = 100
+    fast = crawl(FAST, TokenBucket(1 / rate, retry_after=retry_after), pages)
+    seed = crawl(ADDITIVE, TokenBucket(1 / rate, retry_after=retry_after), pages)
+    t_star = (pages - 1) / rate
+    assert fast.early() == 0
+    assert seed.early() == 0
+    assert fast.refused() <= 2
+    # one 429 pauses the host retry_after seconds: that much is the price of learning
+    assert fast.wall <= 1.15 * t_star + retry_after
+    assert fast.wall < 0.8 * seed.wall
+    # it settles near the server's pace: only one rare probe 5% lower in the last 40
+    tail = fast.intervals[-40:]
+    assert len(set(tail)) <= 2
+    assert 0.95 / rate <= min(tail)
+    assert max(tail) <= 1.13 / rate
+
+
+def test_retry_after_is_a_pause_not_the_interval() -> None:
+    table = HostTable(FAST)
+    state = table.get("h")
+    state.adaptive, state.good_at, state.healthy_run = 0.42, 0.5625, 5
+    table.feedback("h", Signal(429, 5.0, 0.01), 100.0)
+    assert state.not_before == 105.0  # honoured exactly
+    assert state.adaptive == 0.5625  # back to the last known-good pace, not 5 s
+    assert state.fail_at == 0.42
+    seed = HostTable(ADDITIVE)
+    seed.get("h").adaptive = 0.42
+    seed.feedback("h", Signal(429, 5.0, 0.01), 100.0)
+    assert seed.get("h").adaptive == 5.0  # the reference design: Retry-After is a floor
+
+
+def test_the_first_fetch_after_a_pause_proves_nothing() -> None:
+    state = HostState(FAST, adaptive=1.0, fail_at=0.5)
+    assert recovery.fast_step(FAST, state, Signal(200)) == 1.0
+    assert state.good_at == 0.0
+    assert recovery.fast_step(FAST, state, Signal(200)) == 0.75
+    assert state.good_at == 1.0
+
+
+def test_probes_are_rare_and_stop_near_the_failure() -> None:
+    state = HostState(FAST, adaptive=0.5625, fail_at=0.42, good_at=0.5625)
+    steps = [recovery.fast_step(FAST, state, Signal(200)) for _ in range(recovery.PROBE_EVERY)]
+    assert steps[:-1] == [0.5625] * (recovery.PROBE_EVERY - 1)
+    assert steps[-1] == pytest.approx(0.5625 * recovery.PROBE_STEP)
+    state = HostState(FAST, adaptive=0.44, fail_at=0.42, good_at=0.44, healthy_run=50)
+    assert recovery.fast_step(FAST, state, Signal(200)) == 0.44  # 0.418 < 0.42 x 1.03
+
+
+def test_limit_drop_backs_off_and_settles() -> None:
+    run = crawl(FAST, TokenBucket(0.25, retry_after=2), 100, limits={40: 1.0})
+    assert run.early() == 0
+    after = run.statuses[40:]
+    assert after.count(429) <= 0.1 * len(after)
+    assert set(run.intervals[-20:]) == {1.0}
+
+
+def test_failing_host_still_reaches_the_ceiling_and_dies() -> None:
+    config = Config(ceiling=8.0, recovery="fast")
+    table = HostTable(config, dead_after=3)
+    for _ in range(3):
+        table.feedback("h", Signal(200), 0.0)
+    outcomes = [table.feedback("h", Signal(503), 1.0) for _ in range(10)]
+    assert table.get("h").adaptive == 8.0
+    assert table.get("h").dead
+    assert sum(o.became_dead for o in outcomes) == 1
+
+
+def test_rising_latency_still_widens_softly() -> None:
+    table = HostTable(FAST)
+    table.feedback("h", Signal(200, 0.0, 0.1), 0.0)
+    out = table.feedback("h", Signal(200, 0.0, 0.5), 1.0)
+    assert out.soft_widened
+    assert out.after == pytest.approx(out.before * 1.25)
+
+
+@pytest.mark.parametrize("recovery_name", ["fast", "additive"])
+def test_floor_zero_still_backs_off(recovery_name: str) -> None:
+    """Issue 9 item 2: with POLITENESS_FLOOR = 0 the interval could reach 0, and
+    0 x backoff = 0: no failure ever widened it again."""
+    config = Config(default=0.0, floor=0.0, ceiling=4.0, recovery=recovery_name)
+    table = HostTable(config)
+    assert table.get("h").interval() == 0.0
+    table.feedback("h", Signal(503), 0.0)
+    first = table.get("h").interval()
+    table.feedback("h", Signal(503), 0.0)
+    assert 0.0 < first < table.get("h").interval()
+
+
+def test_backoff_one_still_widens() -> None:
+    config = Config(backoff=1.0)
+    assert config.widen(0.5) == pytest.approx(0.55)
+    assert Config(backoff=1.0, narrow=0.0).widen(0.5) == pytest.approx(0.55)
+    assert config.adapt(0.5, Signal(429)) > 0.5
+
+
+# -- properties --------------------------------------------------------------------
+
+bands = st.builds(
+    lambda floor, extra, ceil_extra, backoff: Config(
+        default=floor + extra, floor=floor, ceiling=floor + extra + ceil_extra,
+        backoff=backoff, recovery="fast"),
+    st.floats(0.0, 1.0), st.floats(0.0, 2.0), st.floats(0.01, 30.0), st.floats(1.0, 4.0),
+)
+signals = st.builds(
+    Signal,
+    status=st.sampled_from([0, 200, 200, 200, 404, 429, 503]),
+    retry_after=st.one_of(st.just(0.0), st.floats(0.0, 10.0)),
+    latency=st.floats(0.0, 2.0),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(bands, st.lists(signals, min_size=1, max_size=80))
+def test_band_and_failures_always_widen(config: Config, seq: list[Signal]) -> None:
+    table = HostTable(config)
+    for i, signal in enumerate(seq):
+        before = table.get("h").adaptive
+        table.feedback("h", signal, float(i))
+        after = table.get("h").adaptive
+        assert config.floor <= after <= config.ceiling
+        if signal.status in (0, 429, 503) and before < config.ceiling:
+            assert after > before
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.25, 2.0), st.sampled_from([1.0, 2.0, 5.0]))
+def test_converges_to_a_token_bucket_pace(interval: float, retry_after: float) -> None:
+    pages = 100
+    run = crawl(FAST, TokenBucket(interval, retry_after=retry_after), pages)
+    assert run.early() == 0
+    # a server slower than the 1 s start costs one more 429 on the way up
+    assert run.refused() <= (3 if interval <= FAST.default else 4)
+    tail = run.intervals[-30:]
+    assert max(tail) <= max(0.25, interval) / recovery.SHRINK + 1e-9
+    assert run.wall <= 1.35 * (pages - 1) * interval + 2 * retry_after
+
+
+def test_judged_at_the_pace_the_server_saw() -> None:
+    """The IP bucket was spent at the old interval, so the gap lags the interval
+    by a fetch: a 429 after a 0.75 s gap says 0.75 s is too fast, not 0.5625 s."""
+    table = HostTable(FAST)
+    table.start("h", 0.0)
+    table.start("h", 0.75)
+    state = table.get("h")
+    state.adaptive, state.good_at, state.healthy_run = 0.5625, 1.0, 4
+    table.feedback("h", Signal(429, 2.0), 0.76)
+    assert state.fail_at == 0.75
+    assert state.adaptive == 1.0
+    # and a healthy fetch confirms the gap it really had
+    table.start("h", 3.0)
+    table.start("h", 4.0)
+    table.feedback("h", Signal(200), 4.01)
+    table.feedback("h", Signal(200), 4.02)
+    assert state.good_at == 1.0
