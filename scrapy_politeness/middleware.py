@@ -116,7 +116,7 @@ class PolitenessMiddleware:
         namespace = settings.namespace or f"politeness:{bot}"
         self.backend: SharedBackend | None = make_backend(
             settings.backend, namespace=namespace, on_loss=settings.backend_on_loss,
-            margin=settings.send_margin)
+            margin=settings.send_margin, idle_margin=settings.idle_ttl)
         self._key = self._make_key_function(settings.grouping)
         self._exempt: dict[str, bool] = {}
         self._dispatched: dict[Request, _Dispatch] = {}
@@ -696,9 +696,13 @@ class PolitenessMiddleware:
             return
         if document is None:
             return
-        restored = persistence.restore(self.hosts, document, now, time.time())
+        wall = time.time()
+        restored = persistence.restore(self.hosts, document, now, wall, self.settings.idle_ttl)
+        held = persistence.restore_ips(self.ips, document, now, wall)
         self.stats.set_value(_STATS + "state/restored_hosts", len(restored))
-        logger.info("politeness: restored the state of %d hosts from %s", len(restored), path)
+        self.stats.set_value(_STATS + "state/restored_ips", held)
+        logger.info("politeness: restored the state of %d hosts and %d IPs from %s",
+                    len(restored), held, path)
         if self._trace is not None:
             for key, state in restored:
                 self._trace.restored(now, key, state.interval(), document["hosts"][key])
@@ -708,13 +712,14 @@ class PolitenessMiddleware:
         if path is None:
             return
         now = self._loop.time() if self._loop is not None else 0.0
-        document = persistence.snapshot(self.hosts.items(), now, time.time())
+        document = persistence.snapshot(self.hosts.items(), now, time.time(), self.ips.items())
         try:
             persistence.save(path, document)
         except (OSError, ValueError) as exc:
             logger.error("politeness: could not save the host state to %s: %s", path, exc)
             return
         self.stats.set_value(_STATS + "state/saved_hosts", len(document["hosts"]))
+        self.stats.set_value(_STATS + "state/saved_ips", len(document["ips"]))
 
     def _sync_dns_stats(self) -> None:
         st = self.dns.stats
