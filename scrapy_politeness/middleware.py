@@ -26,7 +26,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
-from . import persistence
+from . import jobdir, persistence
 from .backends import SharedBackend, SharedHost, make_backend
 from .dns import DnsCache
 from .logstats import PeriodWaits, snapshot
@@ -140,6 +140,7 @@ class PolitenessMiddleware:
         self._waits = PeriodWaits()
         self._waiters: dict[asyncio.Future[Any], float] = {}  # oldest first
         self._next_log = math.inf
+        self._unclean = self._inspect_jobdir()  # before the scheduler opens the JOBDIR
         _BY_CRAWLER[crawler] = self
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
@@ -661,6 +662,9 @@ class PolitenessMiddleware:
                              self.settings.trace, exc)
             else:
                 logger.info("politeness: tracing decisions to %s", self.settings.trace)
+        if self._unclean:
+            self.stats.set_value(_STATS + "jobdir/unclean", 1)
+            logger.warning(jobdir.UNCLEAN_WARNING, self._unclean[0], "; ".join(self._unclean[1:]))
         self._restore_state(now)
 
     def _log_stats(self, now: float) -> None:
@@ -683,6 +687,17 @@ class PolitenessMiddleware:
 
         directory = job_dir(self.crawler.settings)
         return None if directory is None else os.path.join(directory, persistence.STATE_FILE)
+
+    def _inspect_jobdir(self) -> list[str]:
+        """[JOBDIR, evidence...] when the last run left it unclean, else []."""
+        from scrapy.utils.job import job_dir
+
+        directory = job_dir(self.crawler.settings)
+        if directory is None:
+            return []
+        ours = persistence.STATE_FILE if self._state_path() is not None else None
+        evidence = jobdir.unclean_evidence(directory, ours)
+        return [directory, *evidence] if evidence else []
 
     def _restore_state(self, now: float) -> None:
         path = self._state_path()

@@ -1,0 +1,101 @@
+"""Tell a JOBDIR left by a forced shutdown from one left by a clean pause.
+
+A second Ctrl-C (or a kill, or a crash) stops Scrapy without closing the
+spider: the scheduler never writes ``requests.queue/active.json`` and the
+plugin never writes its state file. ``requests.seen`` was appended to all
+along, so a resumed crawl filters every request the killed run had queued as a
+duplicate and finishes "cleanly" without them. Scrapy says nothing; this
+module finds the evidence so the middleware can say it loudly.
+
+What a clean close leaves, in the order it writes them (``ExecutionEngine``):
+the disk queues, then ``active.json`` (``Scheduler.close``), then the last
+fingerprints flushed into ``requests.seen`` (the dupefilter closes its file),
+then, on ``spider_closed``, our state file. So in a clean JOBDIR nothing in
+``requests.queue`` is newer than ``active.json``, and our state file is not
+older than ``requests.seen``. The check must run before the scheduler opens
+the JOBDIR (the middleware is built first), and compares modification times
+strictly, so equal coarse timestamps never raise a false alarm.
+
+Pure stdlib, file metadata only: it reads no request and no state.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["QUEUE_DIR", "QUEUE_STATE", "SEEN_FILE", "unclean_evidence"]
+
+SEEN_FILE = "requests.seen"
+QUEUE_DIR = "requests.queue"
+QUEUE_STATE = "active.json"
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _newest_queue_file(queue_dir: Path) -> tuple[float, str] | None:
+    newest: tuple[float, str] | None = None
+    for root, _dirs, names in os.walk(queue_dir):
+        for name in names:
+            if root == str(queue_dir) and name == QUEUE_STATE:
+                continue
+            path = Path(root, name)
+            mtime = _mtime(path)
+            if mtime is not None and (newest is None or mtime > newest[0]):
+                newest = (mtime, str(path.relative_to(queue_dir.parent)))
+    return newest
+
+
+def unclean_evidence(jobdir: str | os.PathLike[str], state_file: str | None) -> list[str]:
+    """Why ``jobdir`` looks left by a run that never closed; empty when it looks clean.
+
+    ``state_file`` is our own state file's name inside ``jobdir``, or None
+    when this crawl keeps no state file (``POLITENESS_PERSIST = False``, or a
+    shared backend). A missing state file alone is no evidence: the last run
+    may have kept no file. A fresh JOBDIR (nothing seen, nothing queued) is clean.
+    """
+    root = Path(jobdir)
+    seen = root / SEEN_FILE
+    seen_at = _mtime(seen) if _size(seen) else None
+    queue_dir = root / QUEUE_DIR
+    newest = _newest_queue_file(queue_dir)
+    if seen_at is None and newest is None:
+        return []  # a fresh JOBDIR
+    evidence = []
+    queue_state_at = _mtime(queue_dir / QUEUE_STATE)
+    if queue_state_at is None:
+        what = f"{SEEN_FILE} lists requests" if seen_at is not None else \
+            f"{QUEUE_DIR} holds queued requests"
+        evidence.append(f"{what} but {QUEUE_DIR}/{QUEUE_STATE}, which Scrapy writes when the "
+                        f"crawl closes, is missing")
+    elif newest is not None and newest[0] > queue_state_at:
+        evidence.append(f"{newest[1]} changed after {QUEUE_DIR}/{QUEUE_STATE} was "
+                        f"written: the queue's saved state is stale")
+    if state_file is not None:
+        ours_at = _mtime(root / state_file)
+        if ours_at is not None and seen_at is not None and ours_at < seen_at:
+            evidence.append(f"{state_file} is older than {SEEN_FILE}: the last run never "
+                            f"saved its host and IP state")
+    return evidence
+
+
+UNCLEAN_WARNING = (
+    "politeness: JOBDIR %s was not closed cleanly (%s). The previous run was stopped by "
+    "force (a second Ctrl-C, a kill or a crash) before Scrapy saved its queue: the requests "
+    "it had queued and not yet fetched are LOST. They are listed in requests.seen, so this "
+    "run filters them out as duplicates and will report 'finished' without them; host and "
+    "IP politeness state is from the last clean close, if any. To fetch everything, delete "
+    "the JOBDIR and start the crawl again. To pause safely, press Ctrl-C ONCE and wait for "
+    "the crawl to close.")
