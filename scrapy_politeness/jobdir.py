@@ -16,15 +16,23 @@ older than ``requests.seen``. The check must run before the scheduler opens
 the JOBDIR (the middleware is built first), and compares modification times
 strictly, so equal coarse timestamps never raise a false alarm.
 
+A queue whose saved state is missing or stale is worse than empty: the disk
+queues' headers no longer match their contents, and popping from them raises
+``OSError`` on every engine tick, so the resumed crawl never ends. Such a
+queue is set aside (renamed, never deleted) before the scheduler opens, and
+the crawl resumes with an empty queue.
+
 Pure stdlib, file metadata only: it reads no request and no state.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
-__all__ = ["QUEUE_DIR", "QUEUE_STATE", "SEEN_FILE", "unclean_evidence"]
+__all__ = ["QUEUE_DIR", "QUEUE_STATE", "SEEN_FILE", "UNCLEAN_WARNING", "set_aside_queue",
+           "unclean_evidence"]
 
 SEEN_FILE = "requests.seen"
 QUEUE_DIR = "requests.queue"
@@ -58,8 +66,10 @@ def _newest_queue_file(queue_dir: Path) -> tuple[float, str] | None:
     return newest
 
 
-def unclean_evidence(jobdir: str | os.PathLike[str], state_file: str | None) -> list[str]:
-    """Why ``jobdir`` looks left by a run that never closed; empty when it looks clean.
+def unclean_evidence(jobdir: str | os.PathLike[str],
+                     state_file: str | None) -> tuple[list[str], bool]:
+    """Why ``jobdir`` looks left by a run that never closed (empty when it looks
+    clean), and whether its queue is unusable (its saved state missing or stale).
 
     ``state_file`` is our own state file's name inside ``jobdir``, or None
     when this crawl keeps no state file (``POLITENESS_PERSIST = False``, or a
@@ -72,7 +82,7 @@ def unclean_evidence(jobdir: str | os.PathLike[str], state_file: str | None) -> 
     queue_dir = root / QUEUE_DIR
     newest = _newest_queue_file(queue_dir)
     if seen_at is None and newest is None:
-        return []  # a fresh JOBDIR
+        return [], False  # a fresh JOBDIR
     evidence = []
     queue_state_at = _mtime(queue_dir / QUEUE_STATE)
     if queue_state_at is None:
@@ -83,19 +93,36 @@ def unclean_evidence(jobdir: str | os.PathLike[str], state_file: str | None) -> 
     elif newest is not None and newest[0] > queue_state_at:
         evidence.append(f"{newest[1]} changed after {QUEUE_DIR}/{QUEUE_STATE} was "
                         f"written: the queue's saved state is stale")
+    queue_unusable = bool(evidence)
     if state_file is not None:
         ours_at = _mtime(root / state_file)
         if ours_at is not None and seen_at is not None and ours_at < seen_at:
             evidence.append(f"{state_file} is older than {SEEN_FILE}: the last run never "
                             f"saved its host and IP state")
-    return evidence
+    return evidence, queue_unusable
+
+
+def set_aside_queue(jobdir: str | os.PathLike[str]) -> str | None:
+    """Rename ``JOBDIR/requests.queue`` out of Scrapy's way; returns the new name
+    (None when there is no queue directory)."""
+    if not (Path(jobdir) / QUEUE_DIR).is_dir():
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    root = Path(jobdir)
+    target = root / f"{QUEUE_DIR}.unclean-{stamp}"
+    n = 1
+    while target.exists():
+        n += 1
+        target = root / f"{QUEUE_DIR}.unclean-{stamp}-{n}"
+    (root / QUEUE_DIR).rename(target)
+    return target.name
 
 
 UNCLEAN_WARNING = (
     "politeness: JOBDIR %s was not closed cleanly (%s). The previous run was stopped by "
     "force (a second Ctrl-C, a kill or a crash) before Scrapy saved its queue: the requests "
     "it had queued and not yet fetched are LOST. They are listed in requests.seen, so this "
-    "run filters them out as duplicates and will report 'finished' without them; host and "
-    "IP politeness state is from the last clean close, if any. To fetch everything, delete "
+    "run filters them out as duplicates and will report 'finished' without them. %sHost "
+    "and IP politeness state is from the last clean close, if any. To fetch everything, delete "
     "the JOBDIR and start the crawl again. To pause safely, press Ctrl-C ONCE and wait for "
     "the crawl to close.")

@@ -664,7 +664,7 @@ class PolitenessMiddleware:
                 logger.info("politeness: tracing decisions to %s", self.settings.trace)
         if self._unclean:
             self.stats.set_value(_STATS + "jobdir/unclean", 1)
-            logger.warning(jobdir.UNCLEAN_WARNING, self._unclean[0], "; ".join(self._unclean[1:]))
+            logger.warning(jobdir.UNCLEAN_WARNING, *self._unclean)
         self._restore_state(now)
 
     def _log_stats(self, now: float) -> None:
@@ -688,16 +688,27 @@ class PolitenessMiddleware:
         directory = job_dir(self.crawler.settings)
         return None if directory is None else os.path.join(directory, persistence.STATE_FILE)
 
-    def _inspect_jobdir(self) -> list[str]:
-        """[JOBDIR, evidence...] when the last run left it unclean, else []."""
+    def _inspect_jobdir(self) -> tuple[str, str, str] | None:
+        """(JOBDIR, evidence, what was done) when the last run left it unclean."""
         from scrapy.utils.job import job_dir
 
         directory = job_dir(self.crawler.settings)
         if directory is None:
-            return []
+            return None
         ours = persistence.STATE_FILE if self._state_path() is not None else None
-        evidence = jobdir.unclean_evidence(directory, ours)
-        return [directory, *evidence] if evidence else []
+        evidence, queue_unusable = jobdir.unclean_evidence(directory, ours)
+        if not evidence:
+            return None
+        done = ""
+        if queue_unusable:  # its disk queues would fail on every pop: the crawl would never end
+            try:
+                moved = jobdir.set_aside_queue(directory)
+            except OSError as exc:
+                moved, done = None, f"Its inconsistent queue could not be moved aside ({exc}). "
+            if moved is not None:
+                done = (f"Its inconsistent queue was moved to {moved} and this run starts "
+                        f"with an empty queue. ")
+        return directory, "; ".join(evidence), done
 
     def _restore_state(self, now: float) -> None:
         path = self._state_path()

@@ -71,13 +71,19 @@ def _stop(farm: Any, job: Path, how: str, tmp: Path) -> None:
         assert proc.returncode == 0, err[-3000:]
 
 
-@pytest.mark.parametrize("how", ["sigint twice", "sigkill"])
+@pytest.mark.parametrize("how", ["sigint twice", "sigkill", "clean pause, then sigint twice"])
 def test_a_forced_shutdown_is_reported_when_the_crawl_resumes(
         farm_factory: Any, tmp_path: Path, how: str) -> None:
     farm = farm_factory(_spec())
     job = tmp_path / "job"
+    label, first = how, set[tuple[str, str]]()
+    if how.startswith("clean pause"):  # the JOBDIR then holds a saved, now stale, queue
+        _stop(farm, job, "sigint once", tmp_path)
+        first = _pages(farm.arrivals())
+        farm.reset()
+        how = "sigint twice"
     _stop(farm, job, how, tmp_path)
-    first = _pages(farm.arrivals())
+    first |= _pages(farm.arrivals())
     farm.reset()
     resumed = run_crawl([farm.url(h, "/") for h in [*HOSTS, SLOW]], _settings(farm, job))
     assert resumed.stat("politeness/jobdir/unclean") == 1
@@ -87,12 +93,17 @@ def test_a_forced_shutdown_is_reported_when_the_crawl_resumes(
     assert str(job) in warnings[0]
     assert "LOST" in warnings[0]
     assert "delete the JOBDIR" in warnings[0]
+    moved = [p.name for p in job.iterdir() if p.name.startswith("requests.queue.unclean-")]
+    # Its saved state missing or stale, the queue would fail every pop (the crawl would
+    # never end): it was moved aside, not opened.
+    assert len(moved) == 1
+    assert f"moved to {moved[0]}" in warnings[0]
     # What the warning is about: Scrapy calls the crawl finished, yet pages are missing.
     assert resumed.stat("finish_reason") == "finished"
     every = {(h, "/") for h in [*HOSTS, SLOW]} | {
         (h, f"/p/{p}") for h in [*HOSTS, SLOW] for p in range(PAGES)}
     lost = every - first - _pages(farm.arrivals())
-    print(f"\n{how}: {len(lost)} of {len(every)} pages never fetched after the resume")
+    print(f"\n{label}: {len(lost)} of {len(every)} pages never fetched after the resume")
     assert lost
 
 
@@ -124,40 +135,57 @@ def _clean_jobdir(root: Path) -> Path:
 
 
 def test_a_clean_or_fresh_jobdir_gives_no_evidence(tmp_path: Path) -> None:
-    assert jobdir.unclean_evidence(tmp_path, persistence.STATE_FILE) == []
+    assert jobdir.unclean_evidence(tmp_path, persistence.STATE_FILE) == ([], False)
     (tmp_path / jobdir.SEEN_FILE).write_text("")  # opened, nothing seen yet
-    assert jobdir.unclean_evidence(tmp_path, persistence.STATE_FILE) == []
+    assert jobdir.unclean_evidence(tmp_path, persistence.STATE_FILE) == ([], False)
     root = _clean_jobdir(tmp_path / "clean")
-    assert jobdir.unclean_evidence(root, persistence.STATE_FILE) == []
+    assert jobdir.unclean_evidence(root, persistence.STATE_FILE) == ([], False)
     same = root / jobdir.QUEUE_DIR / "a.test-0123" / "q00000"
     os.utime(same, (1001.0, 1001.0))  # as new as active.json: coarse clocks tie
-    assert jobdir.unclean_evidence(root, persistence.STATE_FILE) == []
+    assert jobdir.unclean_evidence(root, persistence.STATE_FILE) == ([], False)
     (root / persistence.STATE_FILE).unlink()  # a run that kept no state file
-    assert jobdir.unclean_evidence(root, persistence.STATE_FILE) == []
+    assert jobdir.unclean_evidence(root, persistence.STATE_FILE) == ([], False)
 
 
 def test_each_kind_of_evidence(tmp_path: Path) -> None:
     root = _clean_jobdir(tmp_path / "no-queue-state")
     (root / jobdir.QUEUE_DIR / jobdir.QUEUE_STATE).unlink()
-    [why] = jobdir.unclean_evidence(root, None)
+    [why], unusable = jobdir.unclean_evidence(root, None)
+    assert unusable
     assert "active.json" in why
     assert "missing" in why
 
     root = _clean_jobdir(tmp_path / "killed-before-a-flush")  # requests.seen still empty
     (root / jobdir.QUEUE_DIR / jobdir.QUEUE_STATE).unlink()
     (root / jobdir.SEEN_FILE).write_text("")
-    [why] = jobdir.unclean_evidence(root, None)
+    [why], unusable = jobdir.unclean_evidence(root, None)
+    assert unusable
     assert "requests.queue holds queued requests" in why
 
     root = _clean_jobdir(tmp_path / "stale-queue")
     os.utime(root / jobdir.QUEUE_DIR / "a.test-0123" / "q00000", (1005.0, 1005.0))
-    [why] = jobdir.unclean_evidence(root, None)
+    [why], unusable = jobdir.unclean_evidence(root, None)
+    assert unusable
     assert "a.test-0123/q00000" in why
     assert "stale" in why
 
     root = _clean_jobdir(tmp_path / "stale-state")
     os.utime(root / jobdir.SEEN_FILE, (1009.0, 1009.0))
-    [why] = jobdir.unclean_evidence(root, persistence.STATE_FILE)
+    [why], unusable = jobdir.unclean_evidence(root, persistence.STATE_FILE)
+    assert not unusable  # the queue itself is consistent: it is kept
     assert persistence.STATE_FILE in why
     assert "older" in why
-    assert jobdir.unclean_evidence(root, None) == []  # no state file kept: not our evidence
+    assert jobdir.unclean_evidence(root, None) == ([], False)  # no state file kept
+
+
+def test_an_unusable_queue_is_set_aside_not_deleted(tmp_path: Path) -> None:
+    root = _clean_jobdir(tmp_path / "job")
+    first = jobdir.set_aside_queue(root)
+    assert first is not None
+    assert first.startswith("requests.queue.unclean-")
+    assert (root / first / "a.test-0123" / "q00000").exists()
+    assert not (root / jobdir.QUEUE_DIR).exists()
+    assert jobdir.set_aside_queue(root) is None  # nothing left to move
+    (root / jobdir.QUEUE_DIR).mkdir()
+    second = jobdir.set_aside_queue(root)
+    assert second not in (None, first)  # never overwrites an earlier one
