@@ -31,8 +31,8 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["QUEUE_DIR", "QUEUE_STATE", "SEEN_FILE", "UNCLEAN_WARNING", "set_aside_queue",
-           "unclean_evidence"]
+__all__ = ["QUEUE_DIR", "QUEUE_STATE", "SEEN_FILE", "UNCLEAN_WARNING", "inspect_at_start",
+           "set_aside_queue", "unclean_evidence"]
 
 SEEN_FILE = "requests.seen"
 QUEUE_DIR = "requests.queue"
@@ -116,6 +116,24 @@ def set_aside_queue(jobdir: str | os.PathLike[str]) -> str | None:
         target = root / f"{QUEUE_DIR}.unclean-{stamp}-{n}"
     (root / QUEUE_DIR).rename(target)
     return target.name
+
+
+def inspect_at_start(jobdir: str, state_file: str | None) -> tuple[str, str, str] | None:
+    """None for a clean JOBDIR; else the arguments of :data:`UNCLEAN_WARNING`
+    (the JOBDIR, the evidence, what was done), its unusable queue set aside."""
+    evidence, queue_unusable = unclean_evidence(jobdir, state_file)
+    if not evidence:
+        return None
+    done = ""
+    if queue_unusable:  # its disk queues would fail on every pop: the crawl would never end
+        try:
+            moved = set_aside_queue(jobdir)
+        except OSError as exc:
+            moved, done = None, f"Its inconsistent queue could not be moved aside ({exc}). "
+        if moved is not None:
+            done = (f"Its inconsistent queue was moved to {moved} and this run starts with "
+                    f"an empty queue. ")
+    return jobdir, "; ".join(evidence), done
 
 
 UNCLEAN_WARNING = (

@@ -696,19 +696,7 @@ class PolitenessMiddleware:
         if directory is None:
             return None
         ours = persistence.STATE_FILE if self._state_path() is not None else None
-        evidence, queue_unusable = jobdir.unclean_evidence(directory, ours)
-        if not evidence:
-            return None
-        done = ""
-        if queue_unusable:  # its disk queues would fail on every pop: the crawl would never end
-            try:
-                moved = jobdir.set_aside_queue(directory)
-            except OSError as exc:
-                moved, done = None, f"Its inconsistent queue could not be moved aside ({exc}). "
-            if moved is not None:
-                done = (f"Its inconsistent queue was moved to {moved} and this run starts "
-                        f"with an empty queue. ")
-        return directory, "; ".join(evidence), done
+        return jobdir.inspect_at_start(directory, ours)
 
     def _restore_state(self, now: float) -> None:
         path = self._state_path()

@@ -189,3 +189,21 @@ def test_an_unusable_queue_is_set_aside_not_deleted(tmp_path: Path) -> None:
     (root / jobdir.QUEUE_DIR).mkdir()
     second = jobdir.set_aside_queue(root)
     assert second not in (None, first)  # never overwrites an earlier one
+
+
+def test_inspect_at_start_moves_only_an_unusable_queue(tmp_path: Path) -> None:
+    clean = _clean_jobdir(tmp_path / "clean")
+    assert jobdir.inspect_at_start(str(clean), persistence.STATE_FILE) is None
+    stale_state = _clean_jobdir(tmp_path / "stale-state")
+    os.utime(stale_state / jobdir.SEEN_FILE, (1009.0, 1009.0))
+    report = jobdir.inspect_at_start(str(stale_state), persistence.STATE_FILE)
+    assert report is not None
+    assert report[2] == ""  # the queue is consistent: kept where it is
+    assert (stale_state / jobdir.QUEUE_DIR).is_dir()
+    broken = _clean_jobdir(tmp_path / "broken")
+    (broken / jobdir.QUEUE_DIR / jobdir.QUEUE_STATE).unlink()
+    report = jobdir.inspect_at_start(str(broken), persistence.STATE_FILE)
+    assert report is not None
+    assert report[0] == str(broken)
+    assert "moved to requests.queue.unclean-" in report[2]
+    assert not (broken / jobdir.QUEUE_DIR).exists()
