@@ -24,7 +24,7 @@ from scrapy.crawler import Crawler
 from scrapy.exceptions import CloseSpider, IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
-from . import persistence
+from . import jobdir, persistence
 from .backends import SharedBackend, SharedHost, make_backend
 from .dns import DnsCache
 from .failures import NameNotResolvedError, classify_exception
@@ -121,7 +121,7 @@ class PolitenessMiddleware:
         namespace = settings.namespace or f"politeness:{bot}"
         self.backend: SharedBackend | None = make_backend(
             settings.backend, namespace=namespace, on_loss=settings.backend_on_loss,
-            margin=settings.send_margin)
+            margin=settings.send_margin, idle_margin=settings.idle_ttl)
         self._key = self._make_key_function(settings.grouping)
         self._exempt: dict[str, bool] = {}
         self._dispatched: dict[Request, _Dispatch] = {}
@@ -149,6 +149,7 @@ class PolitenessMiddleware:
         self._waiters: dict[asyncio.Future[Any], float] = {}  # oldest first
         self._next_log = math.inf
         self._listeners: list[Callable[[str], None]] = []
+        self._unclean = self._inspect_jobdir()  # before the scheduler opens the JOBDIR
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
@@ -834,6 +835,9 @@ class PolitenessMiddleware:
                              self.settings.trace, exc)
             else:
                 logger.info("politeness: tracing decisions to %s", self.settings.trace)
+        if self._unclean:
+            self.stats.set_value(_STATS + "jobdir/unclean", 1)
+            logger.warning(jobdir.UNCLEAN_WARNING, *self._unclean)
         self._restore_state(now)
 
     def _log_stats(self, now: float) -> None:
@@ -857,6 +861,16 @@ class PolitenessMiddleware:
         directory = job_dir(self.crawler.settings)
         return None if directory is None else os.path.join(directory, persistence.STATE_FILE)
 
+    def _inspect_jobdir(self) -> tuple[str, str, str] | None:
+        """(JOBDIR, evidence, what was done) when the last run left it unclean."""
+        from scrapy.utils.job import job_dir
+
+        directory = job_dir(self.crawler.settings)
+        if directory is None:
+            return None
+        ours = persistence.STATE_FILE if self._state_path() is not None else None
+        return jobdir.inspect_at_start(directory, ours)
+
     def _restore_state(self, now: float) -> None:
         path = self._state_path()
         if path is None:
@@ -869,9 +883,13 @@ class PolitenessMiddleware:
             return
         if document is None:
             return
-        restored = persistence.restore(self.hosts, document, now, time.time())
+        wall = time.time()
+        restored = persistence.restore(self.hosts, document, now, wall, self.settings.idle_ttl)
+        held = persistence.restore_ips(self.ips, document, now, wall)
         self.stats.set_value(_STATS + "state/restored_hosts", len(restored))
-        logger.info("politeness: restored the state of %d hosts from %s", len(restored), path)
+        self.stats.set_value(_STATS + "state/restored_ips", held)
+        logger.info("politeness: restored the state of %d hosts and %d IPs from %s",
+                    len(restored), held, path)
         if self._trace is not None:
             for key, state in restored:
                 self._trace.restored(now, key, state.interval(), document["hosts"][key])
@@ -881,13 +899,14 @@ class PolitenessMiddleware:
         if path is None:
             return
         now = self._loop.time() if self._loop is not None else 0.0
-        document = persistence.snapshot(self.hosts.items(), now, time.time())
+        document = persistence.snapshot(self.hosts.items(), now, time.time(), self.ips.items())
         try:
             persistence.save(path, document)
         except (OSError, ValueError) as exc:
             logger.error("politeness: could not save the host state to %s: %s", path, exc)
             return
         self.stats.set_value(_STATS + "state/saved_hosts", len(document["hosts"]))
+        self.stats.set_value(_STATS + "state/saved_ips", len(document["ips"]))
 
     def _sync_dns_stats(self) -> None:
         st = self.dns.stats

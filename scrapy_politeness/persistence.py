@@ -1,4 +1,4 @@
-"""Learnt per-host state saved in ``JOBDIR`` and read back on resume.
+"""Learnt per-host and per-IP state saved in ``JOBDIR`` and read back on resume.
 
 With ``JOBDIR`` set (and ``POLITENESS_PERSIST`` left on), the middleware writes
 ``JOBDIR/politeness-state.json`` when the spider closes and reads it when the
@@ -9,13 +9,24 @@ spider opens, so a host that was backed off to 8 s starts the resumed crawl at
         "example.com": {"adaptive": 8.0, "crawl_delay": 0.0, "latency": 0.12,
                         "dead": false, "ceiling_streak": 0, "parked_for": 0.0,
                         "not_before_in": 0.0, "since_last_start": 0.4,
-                        "idle_for": 0.4}}}
+                        "idle_for": 0.4}},
+     "ips": {"203.0.113.7": 3.2}}
+
+``ips`` holds, per IP, the seconds left until it may be fetched again: a
+vhost resumed beside a backed-off neighbour must still wait out the spacing
+that neighbour's last fetch imposed on their shared machine.
 
 Time-based fields are stored as *remaining* (or elapsed) seconds, never as
 instants: the monotonic clock of the next process starts elsewhere. On restore
 the wall-clock time between ``saved_at`` and now is taken off what remains
 (``parked_for: "forever"`` is a park that never ends: a Crawl-delay above the
 maximum with the ``skip`` policy).
+
+A dead host's verdict is not kept forever: it is forgotten once
+``POLITENESS_IDLE_TTL`` has passed after the last wait it encoded ran out,
+counting the pause, which is when Redis lets the same host's key expire
+(:func:`dead_verdict_expired`). The host then starts afresh at the default
+interval and is declared dead again if it is still down.
 
 The file is written atomically (a temporary file in the same directory, then
 ``os.replace``). A missing file means a fresh start; a corrupt, truncated or
@@ -37,9 +48,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .policy import HostState, HostTable
+from .policy import HostState, HostTable, IPTable
 
-__all__ = ["STATE_FILE", "STATE_VERSION", "StateError", "load", "restore", "save", "snapshot"]
+__all__ = ["STATE_FILE", "STATE_VERSION", "StateError", "dead_verdict_expired", "load",
+           "restore", "restore_ips", "save", "snapshot"]
 
 STATE_FILE = "politeness-state.json"
 STATE_VERSION = 1
@@ -56,8 +68,10 @@ def _remaining(until: float, now: float) -> float | str:
     return round(until - now, 3) if until > now else 0.0
 
 
-def snapshot(hosts: Iterable[tuple[str, HostState]], now: float, wall: float) -> dict[str, Any]:
-    """The JSON document for ``hosts``; ``now`` is on the tables' (monotonic) clock."""
+def snapshot(hosts: Iterable[tuple[str, HostState]], now: float, wall: float,
+             ips: Iterable[tuple[str, float]] = ()) -> dict[str, Any]:
+    """The JSON document for ``hosts`` and ``ips`` (IP, next-eligible instant);
+    ``now`` is on the tables' (monotonic) clock."""
     out: dict[str, dict[str, Any]] = {}
     for key, s in hosts:
         entry: dict[str, Any] = {
@@ -74,7 +88,8 @@ def snapshot(hosts: Iterable[tuple[str, HostState]], now: float, wall: float) ->
             entry["since_last_start"] = round(max(0.0, now - s.last_start), 3)
         entry["idle_for"] = round(max(0.0, now - s.touched), 3)
         out[key] = entry
-    return {"version": STATE_VERSION, "saved_at": wall, "hosts": out}
+    waits = {ip: round(at - now, 3) for ip, at in ips if at > now}
+    return {"version": STATE_VERSION, "saved_at": wall, "hosts": out, "ips": waits}
 
 
 def save(path: str | os.PathLike[str], document: dict[str, Any]) -> None:
@@ -153,23 +168,72 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         for field in ("since_last_start", "idle_for"):
             if field in entry:
                 _num(key, field, entry[field])
+    ips = doc.get("ips", {})
+    if not isinstance(ips, dict):
+        raise StateError(f"ips must be an object, got {ips!r}")
+    for ip, wait in ips.items():
+        if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not \
+                math.isfinite(wait) or wait < 0:
+            raise StateError(f"ip {ip!r}: the wait must be a number >= 0, got {wait!r}")
     return doc
 
 
+def dead_verdict_expired(entry: dict[str, Any], ceiling: float, idle_ttl: float,
+                         elapsed: float) -> bool:
+    """Whether a saved dead host's verdict has run out ``elapsed`` s after saving.
+
+    The same rule as Redis (``feedback.lua``): a host's key outlives the
+    longest wait it encodes (the ceiling, the Crawl-delay, the Retry-After
+    window, the last start's interval), counted from its last outcome, by
+    ``POLITENESS_IDLE_TTL``. ``idle_for`` says how long before saving that
+    outcome was.
+    """
+    idle = float(entry.get("idle_for", 0.0))
+    waits = [ceiling - idle, float(entry.get("crawl_delay", 0.0)) - idle]
+    window = entry.get("not_before_in", 0.0)
+    if window != FOREVER:
+        waits.append(float(window))
+    if "since_last_start" in entry:
+        interval = max(float(entry["adaptive"]), float(entry.get("crawl_delay", 0.0)))
+        waits.append(interval - float(entry["since_last_start"]))
+    return elapsed >= max(waits) + idle_ttl
+
+
+def restore_ips(ips: IPTable, document: dict[str, Any], now: float, wall: float) -> int:
+    """Fold the saved IP waits into ``ips``, less the pause; returns how many still hold."""
+    elapsed = max(0.0, wall - float(document["saved_at"]))
+    held = 0
+    for ip, wait in document.get("ips", {}).items():
+        if wait - elapsed > 0:
+            ips.set_eligible(ip, now + wait - elapsed)
+            held += 1
+    return held
+
+
 def restore(hosts: HostTable, document: dict[str, Any], now: float,
-            wall: float) -> list[tuple[str, HostState]]:
+            wall: float, idle_ttl: float = math.inf) -> list[tuple[str, HostState]]:
     """Fold a validated document into ``hosts``; returns the restored states.
 
     ``now`` is the new process's monotonic clock, ``wall`` its wall clock: the
     time that passed since ``saved_at`` is taken off every remaining wait. The
     adaptive interval is restored only when it was learnt (it differs from
     that run's default, so a changed POLITENESS_DEFAULT takes effect for hosts
-    with nothing learnt), clamped into the host's *current* band.
+    with nothing learnt), clamped into the host's *current* band. A dead host
+    whose verdict ran out (:func:`dead_verdict_expired`) comes back as new:
+    its verdict and backoff are dropped; its Crawl-delay is kept (robots.txt
+    is not fetched again).
     """
     elapsed = max(0.0, wall - float(document["saved_at"]))
     restored = []
-    for key, entry in document["hosts"].items():
+    for key, saved in document["hosts"].items():
         state = hosts.get(key)
+        entry = saved
+        if saved.get("dead", False) and dead_verdict_expired(
+                saved, state.config.ceiling, idle_ttl, elapsed):
+            entry = {"adaptive": state.adaptive, "default": state.adaptive,
+                     "crawl_delay": saved.get("crawl_delay", 0.0),
+                     "parked_for": saved.get("parked_for", 0.0),
+                     "idle_for": saved.get("idle_for", 0.0)}
         adaptive = float(entry["adaptive"])
         if adaptive != entry.get("default"):  # learnt, not merely that run's default
             state.adaptive = state.config.host_interval(adaptive)

@@ -15,7 +15,7 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_politeness import persistence
 from scrapy_politeness.middleware import PolitenessMiddleware
-from scrapy_politeness.policy import Config, HostTable
+from scrapy_politeness.policy import Config, HostTable, IPTable
 from scrapy_politeness.settings import PolitenessSettings
 
 CONFIG = Config(default=1.0, floor=0.25, ceiling=60.0)
@@ -82,6 +82,32 @@ def test_waits_that_ran_out_while_stopped_are_not_restored(tmp_path: Path) -> No
     assert table.get("skipped.test").parked_until == math.inf
 
 
+def test_ip_waits_round_trip_on_the_wall_clock(tmp_path: Path) -> None:
+    ips = IPTable(0.25)
+    ips.spend("10.0.0.1", 4998.0, 8.0)   # free at 5006: 6 s left at saving
+    ips.spend("10.0.0.2", 4990.0, 1.0)   # free since 4991: nothing left
+    path = tmp_path / persistence.STATE_FILE
+    persistence.save(path, persistence.snapshot([], 5000.0, 1_000.0, ips.items()))
+    doc = persistence.load(path)
+    assert doc is not None
+    assert doc["ips"] == {"10.0.0.1": 6.0}
+    restored = IPTable(0.25)
+    assert persistence.restore_ips(restored, doc, 12.0, 1_000.0 + 4.0) == 1  # 4 s later
+    assert restored.eligible_at("10.0.0.1") == pytest.approx(12.0 + 2.0)
+    assert restored.eligible_at("10.0.0.2") == 0.0
+    late = IPTable(0.25)
+    assert persistence.restore_ips(late, doc, 12.0, 1_000.0 + 7.0) == 0  # ran out meanwhile
+    assert late.eligible_at("10.0.0.1") == 0.0
+
+
+def test_a_file_without_ips_still_loads(tmp_path: Path) -> None:
+    path = tmp_path / persistence.STATE_FILE
+    path.write_text(json.dumps(_good()))
+    doc = persistence.load(path)
+    assert doc is not None
+    assert persistence.restore_ips(IPTable(0.0), doc, 0.0, 2.0) == 0
+
+
 def test_restore_clamps_into_the_current_band() -> None:
     doc = persistence.snapshot(_learnt_table(0.0).items(), 0.0, 0.0)
     table = HostTable(Config(default=1.0, floor=0.25, ceiling=4.0))
@@ -133,6 +159,9 @@ BAD_FILES = {
     "streak a float": _with(("hosts", "a.test", "ceiling_streak"), 1.5),
     "streak a bool": _with(("hosts", "a.test", "ceiling_streak"), True),
     "parked garbage": _with(("hosts", "a.test", "parked_for"), "soon"),
+    "ips a list": _with(("ips",), ["10.0.0.1"]),
+    "ip wait negative": _with(("ips",), {"10.0.0.1": -1.0}),
+    "ip wait a string": _with(("ips",), {"10.0.0.1": "3"}),
 }
 
 

@@ -58,6 +58,15 @@ class IPTable:
         if nxt > cur:
             self._next[ip] = nxt  # type: ignore[index]
 
+    def items(self) -> list[tuple[str, float]]:
+        """Every tracked IP with its next-eligible instant (for saving with JOBDIR)."""
+        return list(self._next.items())
+
+    def set_eligible(self, ip: str, at: float) -> None:
+        """Let ``ip`` start no earlier than ``at`` (a restored wait); never moves it backwards."""
+        if not _is_zero_ip(ip) and at > self._next.get(ip, 0.0):
+            self._next[ip] = at
+
     def evict(self, cutoff: float) -> int:
         """Drop IPs whose next-eligible instant is at or before ``cutoff``.
 
