@@ -1,4 +1,4 @@
-"""The Scrapy glue: a downloader middleware that waits in the gate.
+"""The Scrapy glue: a downloader middleware that enforces both buckets.
 
 Priority 950, the nearest to the download handler of the stock chain: after
 HttpCacheMiddleware (900), so cache hits return before reaching the gate and
@@ -6,90 +6,68 @@ are neither delayed nor counted; and, because ``process_response`` and
 ``process_exception`` run in reverse priority order, before RetryMiddleware
 (550) turns a 429/5xx or a transport error into a retry, so every outcome is
 fed back first.
+
+With the plugin's scheduler queue, requests wait in the scheduler and reach
+this middleware when their buckets allow; with any other queue they wait here.
+Either way nothing starts before both buckets allow it. The parts: the gate on
+the event loop (:mod:`.gatedriver`), the send slip (:mod:`.slip`), the shared
+backend (:mod:`.sharedsync`), stats and trace (:mod:`.observer`), JOBDIR state
+(:mod:`.jobstate`); the decisions themselves are in :mod:`.policy`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import math
-import os
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.crawler import Crawler
-from scrapy.exceptions import CloseSpider, IgnoreRequest, NotConfigured
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
-from . import jobdir, persistence
-from .backends import SharedBackend, SharedHost, make_backend
+from .backends import make_backend
 from .dns import DnsCache
-from .failures import NameNotResolvedError, classify_exception
-from .logstats import PeriodWaits, report_text, snapshot
-from .meta import bucket_of, bypasses
+from .drops import Drops
+from .failures import classify_exception
+from .gatedriver import GateDriver, Waiter, engine_closing
+from .gateview import NETWORK_SCHEMES, GateView, Hint
+from .grouping import HostKeys
+from .jobstate import JobState
+from .observer import STATS, Observer
 from .policy import (
     Gate,
     HostTable,
     IPTable,
-    Release,
     Signal,
-    ip_literal,
+    backoff_cause_of,
     reached_server,
     retry_after_of,
+    retry_after_verdict,
     server_clock,
 )
-from .policy.stalls import RecentSends
-from .robots import robots_delay
+from .robots import CrawlDelays
 from .settings import PolitenessSettings
+from .sharedsync import SharedSync
+from .slip import Dispatch, SendSlip
 from .startup import check_backend, start_line, warn_unknown_settings
-from .trace import TraceWriter
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
     from scrapy.http import Response
-    from scrapy.robotstxt import RobotParser
     from typing_extensions import Self
 
     from .pinning import Pin
 
-__all__ = ["PolitenessMiddleware"]
+__all__ = ["Hint", "PolitenessMiddleware"]  # Hint: re-exported for the queue
 
 logger = logging.getLogger(__name__)
 
-_NETWORK_SCHEMES = frozenset(("http", "https"))
-_STATS = "politeness/"
 _WATCH_EVERY = 0.25  # seconds between checks for a closing engine and eviction
-_STALL = 0.004  # a timer this late reveals a loop stall that may have held recent sends
-
-
-@dataclass(frozen=True, slots=True)
-class Hint:
-    """What the gate would decide for a request now, for scheduling ahead of it.
-
-    ``host_ready``/``ip_ready`` are instants on the event loop's clock (0 when
-    nothing holds it back); ``interval``/``ip_interval`` the spacings one more
-    start of this host would add to its host and IP buckets.
-    """
-
-    key: str
-    ip: str | None
-    host_ready: float
-    ip_ready: float
-    interval: float
-    ip_interval: float
-
-
-@dataclass(slots=True)
-class _Dispatch:
-    key: str
-    at: float
-    ip: str | None = None
-    covered: float = math.inf  # how late a start the shared booking already spent for
 
 
 class PolitenessMiddleware:
@@ -108,51 +86,40 @@ class PolitenessMiddleware:
         self.hosts = HostTable(settings.config, dead_after=settings.dead_after,
                                overrides=dict(settings.hosts))
         self.ips = IPTable(settings.config.ip_floor)
-        self.gate: Gate[asyncio.Future[Release[asyncio.Future[Any]]]] = Gate(
+        self.gate: Gate[Waiter] = Gate(
             self.hosts, self.ips, margin=settings.send_margin,
-            max_in_flight=crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
-        )
+            max_in_flight=crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
         self.dns = DnsCache(
             nameservers=settings.dns_nameservers, timeout=settings.dns_timeout,
             min_ttl=settings.dns_min_ttl, max_ttl=settings.dns_max_ttl,
-            negative_ttl=settings.dns_negative_ttl, hosts_file=settings.dns_hosts_file,
-        )
+            negative_ttl=settings.dns_negative_ttl, hosts_file=settings.dns_hosts_file)
+        self.keys = HostKeys(settings.grouping, settings.ip_exempt)
+        self.slip = SendSlip(self.hosts, self.ips)
+        self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired)
+        self.observer = Observer(settings, self.stats, self.hosts)
+        self.drops = Drops(self.hosts, self.driver, self.observer, self.stats)
+        self.view = GateView(settings, self.hosts, self.ips, self.dns, self.keys,
+                             stats=self.stats)
+        self.hint = self.view.hint  # what the scheduler queue asks
         bot = crawler.settings.get("BOT_NAME") or "scrapy"
-        namespace = settings.namespace or f"politeness:{bot}"
-        self.backend: SharedBackend | None = make_backend(
-            settings.backend, namespace=namespace, on_loss=settings.backend_on_loss,
-            margin=settings.send_margin, idle_margin=settings.idle_ttl)
-        self._key = self._make_key_function(settings.grouping)
-        self._exempt: dict[str, bool] = {}
-        self._dispatched: dict[Request, _Dispatch] = {}
-        self._drop_reason: dict[str, str] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = math.inf
+        backend = make_backend(
+            settings.backend, namespace=settings.namespace or f"politeness:{bot}",
+            on_loss=settings.backend_on_loss, margin=settings.send_margin,
+            idle_margin=settings.idle_ttl)
+        self.backend = backend
+        self.shared = None if backend is None else SharedSync(
+            backend, self.hosts, self.slip, self.stats, on_dead=self._died_elsewhere,
+            on_change=self._retime)
+        self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
+        self._unclean = self.jobstate.inspect()  # before the scheduler opens the JOBDIR
+        self._dispatched: dict[Request, Dispatch] = {}
         self._watch: asyncio.TimerHandle | None = None
         self._last_evict = 0.0
-        self._closing = False
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._lag = 0.0  # recent event-loop resume lag, for _respend
-        self._rtt = 0.0  # recent shared-backend round trip (a decaying maximum)
-        self._recent: RecentSends[_Dispatch] = RecentSends()
-        self._seen = 0.0  # the last instant one of our callbacks ran: the loop was alive
         self._pin: Pin | None = None
-        s = crawler.settings
-        self._robots_ua: str | None = s.get("ROBOTSTXT_USER_AGENT") or None
-        self._default_ua: str = s.get("USER_AGENT") or ""
-        # Observability (docs/usage/observability.md): the trace is None when off, and
-        # that one test is all the hot path pays for it.
-        self._trace: TraceWriter | None = None
-        self._start = 0.0  # the crawl start on the loop's clock (trace times)
-        self._waits = PeriodWaits()
-        self._waiters: dict[asyncio.Future[Any], float] = {}  # oldest first
-        self._next_log = math.inf
-        self._listeners: list[Callable[[str], None]] = []
-        self._unclean = self._inspect_jobdir()  # before the scheduler opens the JOBDIR
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
-        crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
+        self.crawl_delays = CrawlDelays(self, crawler.settings)
+        crawler.signals.connect(self.crawl_delays.parsed, signal=signals.robots_parsed)
         crawler.signals.connect(self._headers_received, signal=signals.headers_received)
 
     @classmethod
@@ -172,377 +139,93 @@ class PolitenessMiddleware:
         logger.info("%s", start_line(settings, crawler.settings))
         return cls(crawler, settings)
 
-    # -- keys --------------------------------------------------------------
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The crawl's event loop, once the spider opened (or a request came)."""
+        return self.driver.loop
 
-    @staticmethod
-    def _make_key_function(grouping: str) -> Callable[[str], str]:
-        from .grouping import make_key_function
+    @loop.setter
+    def loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.driver.loop = loop
+        if self.shared is not None:
+            self.shared.loop = loop
 
-        return make_key_function(grouping)
-
-    def _ip_bucket(self, ip: str | None) -> str | None:
-        """The IP bucket key, or None when unknown or exempt (CDN networks)."""
-        if ip is None or not self.settings.ip_exempt:
-            return ip
-        exempt = self._exempt.get(ip)
-        if exempt is None:
-            addr = ipaddress.ip_address(ip)
-            exempt = self._exempt[ip] = any(addr in net for net in self.settings.ip_exempt)
-        return None if exempt else ip
-
-    # -- the gate ----------------------------------------------------------
+    # -- what the scheduler queue asks --------------------------------------
 
     def add_listener(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(key)`` whenever the gate re-times a host key (the queue)."""
-        self._listeners.append(listener)
+        self.driver.add_listener(listener)
 
     def _retime(self, key: str) -> None:
-        self.gate.touch(key)
-        for listener in self._listeners:
-            listener(key)
+        self.driver.retime(key)
 
-    def hint(self, request: Request) -> Hint | None:
-        """The gate's view of ``request`` without waiting (no DNS query: an
-        uncached name has no IP yet). None for requests the gate ignores."""
-        parsed = urlparse_cached(request)
-        hostname = parsed.hostname
-        if parsed.scheme not in _NETWORK_SCHEMES or not hostname or bypasses(request.meta):
-            return None
-        key = bucket_of(request.meta, strict=False) or self._key(hostname)
-        ip = self.dns.lookup(hostname)
-        if ip is DnsCache.MISS:  # an IP literal needs no DNS
-            ip = ip_literal(hostname)
-        ip = self._ip_bucket(ip if isinstance(ip, str) else None)
-        state = self.hosts.peek(key)
-        margin = self.settings.send_margin
-        if state is None:
-            config = self.settings.config_for(key)
-            host_ready, interval = 0.0, config.host_interval(config.default)
-            ip_interval = interval
-        else:
-            host_ready = state.eligible_at() + margin
-            interval, ip_interval = state.interval(), state.ip_interval()
-        ip_at = self.ips.eligible_at(ip)
-        return Hint(key, ip, host_ready, ip_at + margin if ip_at else 0.0, interval,
-                    ip_interval)
-
-    def _request_key(self, request: Request, hostname: str) -> str | None:
-        """The request's host bucket; None when it bypasses the gate (docs/reference/meta.md)."""
-        meta = request.meta
-        if bypasses(meta):
-            self.stats.inc_value(_STATS + "bypassed")
-            return None
-        key = bucket_of(meta)
-        if key is None:
-            return self._key(hostname)
-        self.stats.inc_value(_STATS + "bucket_from_meta")
-        return key
-
-    async def _resolve_only(self, hostname: str) -> None:
-        """A request that bypasses the gate still connects where the others do."""
-        if not self.settings.dns_pin:
-            return
-        ip = self.dns.lookup(hostname)
-        if ip is DnsCache.MISS:
-            ip = await self.dns.resolve(hostname)
-        if isinstance(ip, str):
-            self.dns.pin(hostname, ip)
+    # -- the request ---------------------------------------------------------
 
     async def process_request(self, request: Request) -> None:
         parsed = urlparse_cached(request)
-        if parsed.scheme not in _NETWORK_SCHEMES or not parsed.hostname:
+        if parsed.scheme not in NETWORK_SCHEMES or not parsed.hostname:
             return
         hostname = parsed.hostname
-        key = self._request_key(request, hostname)
+        key = self.view.request_key(request, hostname)
         if key is None:
-            return await self._resolve_only(hostname)
-        loop = self._loop
+            return await self.view.resolve_only(hostname)
+        loop = self.driver.loop
         if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
+            loop = self.loop = asyncio.get_running_loop()
         ip = await self._address(hostname, key, loop)
-        submitted = self._seen = loop.time()
-        fut: asyncio.Future[Release[Any]] = loop.create_future()
-        self.gate.submit(key, self._ip_bucket(ip), fut, submitted)
-        self._pump(submitted)
-        if fut.done():
-            release = fut.result()
-            if self._lag > 0.0005:
-                self._respend(release, submitted)
-        else:
-            self._waiters[fut] = submitted
-            try:
-                release = await fut
-            finally:
-                del self._waiters[fut]
-            self._respend(release, loop.time())
+        submitted = self.slip.seen = loop.time()
+        release, waited_in_gate = await self.driver.wait(key, self.keys.ip_bucket(ip),
+                                                         submitted)
+        if waited_in_gate:
+            self.slip.respend(release, loop.time())
+        elif self.slip.lag > 0.0005:
+            self.slip.respend(release, submitted)
         state = self.hosts.get(key)
         covered = math.inf
-        if self.backend is not None:
-            release, covered = await self._reserve_shared(release, state, loop)
-        if ip is not None and self.settings.dns_pin:
+        if self.shared is not None:
+            try:
+                release, covered = await self.shared.reserve(release, state, loop)
+            except BaseException:
+                self.gate.done(key)
+                raise
+            if state.dead:  # declared dead by another crawler while this one waited
+                self.gate.done(key)
+                self.drops.check(key, loop.time())
+        if self.settings.dns_pin:
             self.dns.pin(hostname, ip)
+        dispatch = self._dispatched[request] = Dispatch(key, release.at, ip, covered)
+        now = loop.time()
+        self.slip.sent(dispatch, now)
         waited = release.at - submitted
-        state.requests += 1
-        state.waited += waited
-        if waited > 0:
-            self.stats.inc_value(_STATS + "waits")
-            self.stats.inc_value(_STATS + "wait_seconds", waited)  # type: ignore[arg-type]
-        self.stats.inc_value(_STATS + "dispatched")
-        self._waits.add(waited)
-        dispatch = self._dispatched[request] = _Dispatch(
-            key, release.at, ip, covered)
-        self._recent.add(dispatch, loop.time() + 2.0 * self._lag)
         request.meta["politeness"] = {  # rounded: people read these (items, logs)
             "ip": ip, "key": key, "waited": round(waited, 6),
             "interval": round(release.interval, 6),
         }
-        if self._trace is not None:
-            self._trace.dispatch(loop.time(), key, ip=ip, url=request.url,
-                                 waited=waited, interval=release.interval)
+        self.observer.dispatched(now, key, state, ip=ip, url=request.url, waited=waited,
+                                 interval=release.interval)
 
     async def _address(self, hostname: str, key: str,
                        loop: asyncio.AbstractEventLoop) -> str:
         """The IP the request will be accounted to; a name that does not resolve
         (fresh or from the negative cache) fails here, before the gate."""
-        self._check_not_dropped(key, loop.time())
+        self.drops.check(key, loop.time())
         ip = self.dns.lookup(hostname)
         if ip is DnsCache.MISS:
             ip = await self.dns.resolve(hostname)
             if ip is None:
-                raise self._not_resolved(hostname, cached=False)
-            self._check_not_dropped(key, loop.time())  # declared dead during the lookup?
+                raise self.view.not_resolved(hostname, cached=False)
+            self.drops.check(key, loop.time())  # declared dead during the lookup?
         elif ip is None:  # the negative cache: fail at once, never wait in the gate
-            raise self._not_resolved(hostname, cached=True)
+            raise self.view.not_resolved(hostname, cached=True)
         return ip  # type: ignore[return-value]
 
-    async def _reserve_shared(self, release: Release[Any], state: Any,
-                              loop: asyncio.AbstractEventLoop) -> tuple[Release[Any], float]:
-        """One round trip books the start on the shared buckets; sleep until it.
-
-        The booking is spent at start + slip: the reply reaches us up to one
-        round trip after the server computed the start, and the send leaves
-        about 2 x lag after we wake (see ``_respend``). Returns the release
-        and how late a start (after ``release.at``) that booking covered.
-        """
-        assert self.backend is not None
-        slip = 2.0 * self._lag + self._rtt
-        sent = loop.time()
-        try:
-            delay, shared = await self.backend.reserve(
-                release.key, release.ip, state.config, crawl_delay=state.crawl_delay,
-                slip=slip)
-        except BaseException:
-            self.gate.done(release.key)
-            raise
-        got = loop.time()
-        rtt = got - sent
-        if shared is None:  # the local fallback: the local buckets alone apply
-            return release, math.inf
-        if rtt < 1.0:  # a round trip, not a wait for a lost backend
-            est = self._rtt * 0.95
-            self._rtt = rtt if rtt > est else est
-        self._mirror(state, shared, got)
-        if shared.dead:  # declared dead by another crawler while this one waited
-            self.gate.done(release.key)
-            self._check_not_dropped(release.key, got)
-        booked = got + delay
-        # The booking counts locally at once: a request the local gate releases
-        # meanwhile (a fallback after a loss) is spaced from it (issue 14).
-        self._spend(state, release.ip, booked + slip)
-        release = Release(release.token, release.key, release.ip, state.interval(), booked)
-        if delay > 0:
-            self.stats.inc_value(_STATS + "shared/waits")
-            await asyncio.sleep(delay)
-            if delay > _STALL:  # booked ahead: a start reported late since may come first
-                extra = await self.backend.recheck(release.key, release.ip)
-                if extra > 0:
-                    self.stats.inc_value(_STATS + "shared/rechecked_waits")
-                    booked = loop.time() + extra
-                    self._spend(state, release.ip, booked + slip)
-                    # Its booking in Redis is now early: move it first, so a booking
-                    # behind it rechecks against its new start (the chain stops at
-                    # the first booking that was late enough already).
-                    self._share_late_start(_Dispatch(release.key, booked, release.ip),
-                                           state, -(extra + slip))
-                    await asyncio.sleep(extra)
-                    release = Release(release.token, release.key, release.ip,
-                                      state.interval(), booked)
-            self._respend(release, loop.time())
-        return release, slip - rtt
-
-    def _spend(self, state: Any, ip: str | None, at: float) -> None:
-        """Spend the host and IP buckets at ``at`` (never backwards)."""
-        if state.interval() > 0 and at > state.last_start:
-            state.last_start = at
-        if state.interval() > 0 or self.ips.floor > 0:
-            self.ips.spend(ip, at, state.ip_interval())
-
-    def _mirror(self, state: Any, shared: SharedHost, now: float) -> None:
-        """Make the local tables reflect what the shared backend answered.
-
-        The crawl-delay keeps the larger: the shared one misses ours when it
-        was learnt during an outage or the server restarted empty; the next
-        ``reserve`` carries ours back."""
-        state.adaptive = shared.adaptive
-        if shared.crawl_delay > state.crawl_delay:
-            state.crawl_delay = shared.crawl_delay
-        if shared.not_before_in > 0:
-            state.not_before = max(state.not_before, now + shared.not_before_in)
-        state.latency = shared.latency
-        state.ceiling_streak = shared.ceiling_streak
-        if shared.fail_at is not None:  # a feedback answer carries the recovery's memory
-            state.fail_at = shared.fail_at
-            state.good_at = shared.good_at
-            state.healthy_run = shared.healthy_run
-        if shared.dead and not state.dead:
-            state.dead = True
-
-    def _respend(self, release: Release[Any], now: float) -> None:
-        """Move the spend from the gate's release to the estimated real send.
-
-        The waiter resumes ``lag`` after the gate released it (one event-loop
-        turn: microseconds on an idle machine, milliseconds on a busy one),
-        and its bytes leave about two turns later still. The spend moves to
-        ``now + 2 x lag``, with ``lag`` a slowly decaying maximum of the
-        recent resume lags, so a slow turn cannot shorten the gap the server
-        sees: overestimating this request's slip only ever widens the gap.
-        """
-        lag = now - release.at
-        est = self._lag * 0.95
-        self._lag = lag if lag > est else est
-        if lag > _STALL:
-            self._stalled(max(self._seen, release.at), now)
-        self._seen = now
-        at = now + 2.0 * self._lag
-        state = self.hosts.peek(release.key)
-        if state is None:
-            return
-        if release.interval > 0 and at > state.last_start:  # a 0 interval spaces nothing
-            state.last_start = at
-        if release.interval > 0 or self.ips.floor > 0:  # the IP floor still spaces the IP
-            self.ips.spend(release.ip, at, state.ip_interval())
-
     def _headers_received(self, request: Request, **kwargs: Any) -> None:
-        """Learn when the download really started, once its headers are in.
-
-        Scrapy's HTTP handler measures ``download_latency`` from the moment it
-        was called, so ``now - download_latency`` is that start. If it came
-        later than the spend (a stalled event loop between the release and
-        the handler), the buckets move to it, and the slip feeds the estimate
-        that ``_respend`` adds to the next starts.
-
-        The server may have read the request later still: a busy machine can
-        hold the bytes after the handler started (socket, connection set-up),
-        and nothing tells that from a slow answer. Whatever the first byte took
-        beyond the host's usual latency counts as a late arrival, so the next
-        request on the IP is spaced from when the server most likely saw it.
-        """
         dispatch = self._dispatched.get(request)
-        if dispatch is None or self._loop is None:
-            return
         latency = request.meta.get("download_latency")
-        if latency is None:
-            return
-        now = self._loop.time()
-        slip = now - latency - dispatch.at
-        if slip / 2.0 > self._lag:
-            self._lag = slip / 2.0
-        state = self.hosts.peek(dispatch.key)
-        if state is None:
-            return
-        usual = state.latency  # the smoothed latency of the earlier fetches (0: none yet)
-        arrived = now - (usual if usual < latency else latency)
-        self._spend(state, dispatch.ip, arrived)
-        if arrived - dispatch.at > dispatch.covered and self.backend is not None:
-            self._share_late_start(dispatch, state, now - arrived)
+        if dispatch is not None and latency is not None and self.loop is not None:
+            self.slip.headers_received(dispatch, latency, self.loop.time())
 
-    def _share_late_start(self, dispatch: _Dispatch, state: Any, ago: float) -> None:
-        """The shared booking covered less slip than this start took: move the
-        shared buckets too, so other processes space from the real start."""
-        assert self.backend is not None
-        assert self._loop is not None
-        self.stats.inc_value(_STATS + "shared/late_starts")
-        task = self._loop.create_task(self.backend.correct_start(
-            dispatch.key, dispatch.ip, ago, state.interval(), state.ip_interval()))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _not_resolved(self, hostname: str, *, cached: bool) -> NameNotResolvedError:
-        """The error a request to a name that does not resolve fails with, counted."""
-        kind = self.dns.failure(hostname)
-        self.stats.inc_value(_STATS + kind.value)
-        if cached:
-            self.stats.inc_value(_STATS + "dns/from_negative_cache")
-        return NameNotResolvedError(hostname, kind)
-
-    def _check_not_dropped(self, key: str, now: float) -> None:
-        if self._closing:  # after the close drain nothing may wait a full interval
-            self.stats.inc_value(_STATS + "dropped/closing")
-            raise IgnoreRequest("politeness: spider closing")
-        state = self.hosts.peek(key)
-        if state is None:
-            return
-        if state.dead:
-            self.stats.inc_value(_STATS + "dropped/dead")
-            raise IgnoreRequest(self._drop_reason.get(key, f"politeness: host {key} is dead"))
-        if now < state.parked_until:
-            self.stats.inc_value(_STATS + "dropped/parked")
-            raise IgnoreRequest(self._drop_reason.get(key, f"politeness: host {key} is parked"))
-
-    def _pump(self, now: float | None = None) -> None:
-        assert self._loop is not None
-        if now is None:
-            now = self._loop.time()
-        for release in self.gate.poll(now):
-            fut = release.token
-            if fut.done():  # its download was cancelled while it waited
-                self.gate.done(release.key)
-            else:
-                fut.set_result(release)
-        self._arm()
-
-    def _arm(self) -> None:
-        at = self.gate.next_event()
-        if at is None:
-            return
-        if self._timer is not None:
-            if self._timer_at <= at:
-                return
-            self._timer.cancel()
-        assert self._loop is not None
-        self._timer = self._loop.call_at(at, self._on_timer)
-        self._timer_at = at
-
-    def _on_timer(self) -> None:
-        assert self._loop is not None
-        now = self._loop.time()
-        if now - self._timer_at > _STALL:
-            self._stalled(self._seen, now)
-        self._seen = now
-        self._timer = None
-        self._timer_at = math.inf
-        self._pump(now)
-
-    def _stalled(self, since: float, now: float) -> None:
-        """The loop stood still some time after ``since`` (the last instant we
-        saw it run) until ``now``: the sends it held leave only now, so their
-        buckets (and the shared ones) move here."""
-        at = now + 2.0 * self._lag
-        for dispatch in self._recent.caught_by(since, now):
-            state = self.hosts.peek(dispatch.key)
-            if state is None:
-                continue
-            self._spend(state, dispatch.ip, at)
-            if self.backend is not None and at - dispatch.at > dispatch.covered:
-                self._share_late_start(dispatch, state, now - at)
-
-    def _drop_waiting(self, key: str, reason: str, stat: str) -> None:
-        for fut in self.gate.drop_host(key):
-            if not fut.done():
-                self.stats.inc_value(_STATS + stat)
-                fut.set_exception(IgnoreRequest(reason))
-
-    # -- feedback ----------------------------------------------------------
+    # -- the outcome ---------------------------------------------------------
 
     def process_response(self, request: Request, response: Response) -> Response:
         dispatch = self._dispatched.pop(request, None)
@@ -563,364 +246,104 @@ class PolitenessMiddleware:
         if dispatch is None:
             return
         if isinstance(exception, IgnoreRequest):
-            self.gate.done(dispatch.key)
-            self._pump()
+            self.driver.done(dispatch.key)
             return
         kind = classify_exception(exception)
         if not reached_server(kind):  # no server saw it: nothing to back off from
-            self.stats.inc_value(_STATS + kind.value)
-            self.gate.done(dispatch.key)
-            self._pump()
+            self.stats.inc_value(STATS + kind.value)
+            self.driver.done(dispatch.key)
             return
         self._feedback(dispatch.key, 0, None, 0.0, ip=dispatch.ip)
 
     def _feedback(self, key: str, status: int, retry_after: float | None,
                   latency: float, *, ip: str | None = None) -> None:
-        assert self._loop is not None
-        now = self._loop.time()
+        assert self.loop is not None
+        now = self.loop.time()
         self.gate.done(key)
         state = self.hosts.get(key)
-        honoured = 0.0
-        if retry_after is not None:
-            if retry_after > self.settings.max_retry_after:
-                self._park(key, now + retry_after,
-                           f"politeness: {key} asked for Retry-After {retry_after:.0f}s, above "
-                           f"POLITENESS_MAX_RETRY_AFTER={self.settings.max_retry_after:g}s")
-            else:
-                honoured = retry_after
-                self.stats.inc_value(_STATS + "retry_after")
+        honoured, park = retry_after_verdict(retry_after, self.settings.max_retry_after)
+        if park:
+            self.drops.park(key, now, now + retry_after,  # type: ignore[operator]
+                            f"politeness: {key} asked for Retry-After {retry_after:.0f}s, above "
+                            f"POLITENESS_MAX_RETRY_AFTER={self.settings.max_retry_after:g}s")
+        elif honoured:
+            self.stats.inc_value(STATS + "retry_after")
         signal = Signal(status, honoured, latency, state.latency)
         outcome = self.hosts.feedback(key, signal, now)
-        if self.backend is not None:
-            self._shared_feedback(key, signal)
-        cause = None
-        if outcome.backed_off:
-            cause = "429" if status == 429 else "transport" if status == 0 else "5xx"
-        elif outcome.soft_widened:
-            cause = "latency"
-        if cause is not None:
-            self.stats.inc_value(_STATS + "backoff/" + cause)
-            if state.backoffs is None:
-                state.backoffs = {}
-            state.backoffs[cause] = state.backoffs.get(cause, 0) + 1
-        if self._trace is not None:
-            self._trace.feedback(now, key, ip=ip, status=status, retry_after=retry_after,
-                                 latency=latency, before=outcome.before, after=outcome.after,
-                                 cause=cause)
+        if self.shared is not None:
+            self.shared.feedback(key, signal)
+        self.observer.fed_back(now, key, state, outcome, backoff_cause_of(status, outcome),
+                               ip=ip, status=status, retry_after=retry_after, latency=latency)
         if outcome.became_dead:
-            self.stats.inc_value(_STATS + "dead_hosts")
-            reason = (f"politeness: host {key} is dead (interval at the ceiling "
-                      f"{state.config.ceiling:g}s for {self.hosts.dead_after} fetches)")
-            self._drop_reason[key] = reason
-            if self._trace is not None:
-                self._trace.dead(now, key, outcome.after, reason)
-            logger.warning("Host %s declared dead: its interval stayed at the ceiling "
-                           "(%ss) for %s consecutive fetches; dropping its requests",
-                           key, state.config.ceiling, self.hosts.dead_after)
-            self._drop_waiting(key, reason, "dropped/dead")
+            self.drops.died_here(now, key, state, outcome.after)
         self._retime(key)
-        self._pump(now)
+        self.driver.pump(now)
 
-    def _shared_feedback(self, key: str, signal: Signal) -> None:
-        """Fold the outcome into the shared host without holding the response."""
-        assert self.backend is not None
-        assert self._loop is not None
-        state = self.hosts.get(key)
-        task = self._loop.create_task(
-            self.backend.feedback(key, signal, state.config, self.hosts.dead_after))
-        self._tasks.add(task)
-        task.add_done_callback(lambda t: self._shared_feedback_done(key, t))
+    def _died_elsewhere(self, key: str) -> None:
+        self.drops.dead(key, f"politeness: host {key} is dead (declared by another crawler)")
+        self.driver.pump()
 
-    def _shared_feedback_done(self, key: str, task: asyncio.Task[SharedHost]) -> None:
-        self._tasks.discard(task)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if isinstance(exc, ConnectionError):  # the backend logs an outage once
-            logger.debug("politeness: shared feedback for %s lost: %r", key, exc)
-            return
-        if exc is not None:
-            logger.warning("politeness: shared feedback for %s failed: %r", key, exc)
-            return
-        assert self._loop is not None
-        state = self.hosts.get(key)
-        was_dead = state.dead
-        self._mirror(state, task.result(), self._loop.time())
-        if state.dead and not was_dead:
-            reason = f"politeness: host {key} is dead (declared by another crawler)"
-            self._drop_reason[key] = reason
-            self._drop_waiting(key, reason, "dropped/dead")
-        self._retime(key)
-        self._pump()
-
-    def _park(self, key: str, until: float, reason: str) -> None:
-        state = self.hosts.get(key)
-        if until > state.parked_until:
-            if state.parked_until <= (self._loop.time() if self._loop else 0.0):
-                logger.warning("%s; dropping its requests", reason)
-                self.stats.inc_value(_STATS + "parked_hosts")
-            state.parked_until = until
-            self._drop_reason[key] = reason
-            if self._trace is not None and self._loop is not None:
-                self._trace.parked(self._loop.time(), key, until, reason)
-        self._drop_waiting(key, reason, "dropped/parked")
-
-    # -- robots.txt --------------------------------------------------------
-
-    def _robots_parsed(self, robotparser: RobotParser, request: Request) -> None:
-        hostname = urlparse_cached(request).hostname
-        if not hostname:
-            return
-        ua = self._robots_ua or request.headers.get(b"User-Agent") or self._default_ua
-        delay = robots_delay(robotparser, ua, on_error=self._robots_error)
-        if delay is None:
-            return
-        key = self._key(hostname)
-        limit = self.settings.max_crawl_delay
-        if self._trace is not None and self._loop is not None:
-            over = self.settings.crawl_delay_over_max if limit is not None and delay > limit \
-                else None
-            self._trace.crawl_delay(self._loop.time(), key, delay, over)
-        if limit is not None and delay > limit:
-            policy = self.settings.crawl_delay_over_max
-            if policy == "skip":
-                self.stats.inc_value(_STATS + "crawl_delay_skipped_hosts")
-                self._park(key, math.inf,
-                           f"politeness: {key} asks Crawl-delay {delay:g}s, above "
-                           f"POLITENESS_MAX_CRAWL_DELAY={limit:g}s (policy 'skip')")
-                return
-            if policy == "cap":
-                delay = limit
-        state = self.hosts.get(key)
-        if state.crawl_delay == 0:
-            self.stats.inc_value(_STATS + "crawl_delay_hosts")
-        if delay > state.crawl_delay:
-            state.crawl_delay = delay
-            if self.backend is not None and self._loop is not None:
-                task = self._loop.create_task(self.backend.set_crawl_delay(key, delay))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
-        self._retime(key)
-        if self._loop is not None:
-            self._pump()
-
-    def _robots_error(self, what: str, exc: BaseException) -> None:
-        self.stats.inc_value(_STATS + "robots/errors")
-        logger.warning("politeness: reading %s from robots.txt failed: %r", what, exc)
-
-    # -- life cycle ----------------------------------------------------------
+    # -- life cycle --------------------------------------------------------------
 
     async def _spider_opened(self, spider: Spider) -> None:
-        self._loop = asyncio.get_running_loop()
-        if self.backend is not None:
-            try:
-                await self.backend.open()
-            except ConnectionError as exc:  # BackendUnavailable: unreachable or refused
-                logger.error("politeness: the shared backend (POLITENESS_BACKEND) is "
-                             "unreachable: %s", exc)
-                raise CloseSpider("politeness_backend_unreachable") from exc
-            except Exception as exc:  # it answered, with an error: say so
-                logger.error("politeness: the shared backend (POLITENESS_BACKEND) failed "
-                             "to start: %s", exc)
-                raise CloseSpider("politeness_backend_error") from exc
+        loop = self.loop = asyncio.get_running_loop()
+        if self.shared is not None:
+            await self.shared.open()
         if self.settings.dns_pin:
-            self._install_resolver()
-        self._open_observability(spider)
-        self._watch = self._loop.call_later(_WATCH_EVERY, self._on_watch)
+            from .pinning import install  # imports Twisted's reactor: only once the crawl runs
+
+            self._pin = install(self.dns.pinned)
+        now = loop.time()
+        self.observer.open(spider, now)
+        if self._unclean:
+            from .jobdir import UNCLEAN_WARNING
+
+            self.stats.set_value(STATS + "jobdir/unclean", 1)
+            logger.warning(UNCLEAN_WARNING, *self._unclean)
+        self.jobstate.restore(self.hosts, self.ips, now, self.stats, self.observer.trace)
+        self._watch = loop.call_later(_WATCH_EVERY, self._on_watch)
 
     def _on_watch(self) -> None:
-        """Drop waiters once the engine closes; evict idle state now and then."""
-        assert self._loop is not None
-        if self._engine_closing():
+        """Drop waiters once the engine closes; the log line; evict idle state now and then."""
+        assert self.loop is not None
+        if engine_closing(self.crawler):
             self._close_gate("politeness: spider closing")
             return
-        now = self._loop.time()
-        if self._trace is not None:
-            self._trace.tick(now)
-        if now >= self._next_log:
-            self._next_log = now + self.settings.log_interval
-            self._log_stats(now)
+        now = self.loop.time()
+        waiters = self.driver.waiters
+        self.observer.tick(now, self.gate.waiting, next(iter(waiters.values()), None))
         if now - self._last_evict >= min(30.0, self.settings.idle_ttl / 4):
             self._last_evict = now
             cutoff = now - self.settings.idle_ttl
             self.hosts.evict(cutoff)
-            self._prune_drop_reasons(now)
+            self.drops.prune(now)
             self.ips.evict(now - self.settings.send_margin)
             self.dns.evict(cutoff)
-            if len(self._exempt) > 65536:
-                self._exempt.clear()
-            self._sync_dns_stats()
-        self._watch = self._loop.call_later(_WATCH_EVERY, self._on_watch)
-
-    def _prune_drop_reasons(self, now: float) -> None:
-        """Forget the reasons of hosts neither dead nor parked any more (or evicted)."""
-        for key in [k for k in self._drop_reason
-                    if (s := self.hosts.peek(k)) is None
-                    or (not s.dead and s.parked_until <= now)]:
-            del self._drop_reason[key]
-
-    def _engine_closing(self) -> bool:
-        # Scrapy has no signal for "closing has begun"; the engine slot's
-        # ``closing`` Deferred is set at that moment (and the engine waits for
-        # every request in progress, including those waiting here).
-        engine = getattr(self.crawler, "engine", None)
-        slot = getattr(engine, "_slot", None)
-        return slot is not None and getattr(slot, "closing", None) is not None
+            self.keys.trim()
+            self.observer.sync_dns_stats(self.dns)
+        self._watch = self.loop.call_later(_WATCH_EVERY, self._on_watch)
 
     def _close_gate(self, reason: str) -> None:
-        self._closing = True
         if self.backend is not None:  # requests held for a lost backend must not wait on
             self.backend.abort_waiting()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        for fut in self.gate.drain():
-            if not fut.done():
-                self.stats.inc_value(_STATS + "dropped/closing")
-                fut.set_exception(IgnoreRequest(reason))
+        self.driver.close(reason)
 
     async def _spider_closed(self, spider: Spider) -> None:
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
         self._close_gate("politeness: spider closed")
-        if self.backend is not None:
-            if self._tasks:
-                await asyncio.wait(list(self._tasks), timeout=2.0)
-            await self.backend.close()
-        self._restore_resolver()
-        self._sync_dns_stats()
-        self._save_state(spider)
-        self._report()
-        self._close_trace()
-
-    def host_report(self, top: int | None = None) -> list[dict[str, Any]]:
-        """Per-host facts, the hosts that cost the most waiting first."""
-        tracked = sorted(self.hosts.items(), key=lambda kv: (-kv[1].waited, kv[0]))
-        if top is not None:
-            tracked = tracked[:top]
-        return [
-            {"host": key, "requests": s.requests, "waited": round(s.waited, 3),
-             "interval": round(s.interval(), 3), "backoffs": dict(s.backoffs or {}),
-             "crawl_delay": s.crawl_delay, "dead": s.dead}
-            for key, s in tracked
-        ]
-
-    def _report(self) -> None:
-        rows = self.host_report(self.settings.report_hosts)
-        waited = self.stats.get_value(_STATS + "wait_seconds")
-        if waited is not None:  # a sum of floats: 164.302535222002 helps nobody
-            self.stats.set_value(_STATS + "wait_seconds", round(waited, 3))
-        if self.settings.report_stat:
-            self.stats.set_value(_STATS + "report", rows)
-        if rows:
-            logger.info("Politeness report (hosts that waited most):\n%s", report_text(rows))
-
-    # -- observability and persistence (docs/usage/observability.md) ---------------------------
-
-    def _open_observability(self, spider: Spider) -> None:
-        assert self._loop is not None
-        now = self._start = self._loop.time()
-        if self.settings.log_interval > 0:
-            self._next_log = now + self.settings.log_interval
-        if self.settings.trace is not None:
-            c = self.settings.config
-            try:
-                self._trace = TraceWriter(
-                    self.settings.trace, start=now, max_buffer=self.settings.trace_buffer,
-                    header={"spider": spider.name, "default": c.default, "floor": c.floor,
-                            "ceiling": c.ceiling, "ip_floor": c.ip_floor})
-            except OSError as exc:
-                logger.error("politeness: cannot open POLITENESS_TRACE=%r: %s; no trace",
-                             self.settings.trace, exc)
-            else:
-                logger.info("politeness: tracing decisions to %s", self.settings.trace)
-        if self._unclean:
-            self.stats.set_value(_STATS + "jobdir/unclean", 1)
-            logger.warning(jobdir.UNCLEAN_WARNING, *self._unclean)
-        self._restore_state(now)
-
-    def _log_stats(self, now: float) -> None:
-        oldest = now - next(iter(self._waiters.values())) if self._waiters else 0.0
-        snapshot(self.hosts, self._waits, self.gate.waiting, oldest).log(logger)
-
-    def _close_trace(self) -> None:
-        trace, self._trace = self._trace, None
-        if trace is None:
-            return
-        trace.close(self._loop.time() if self._loop is not None else None)
-        self.stats.set_value(_STATS + "trace/lines", trace.lines)
-        self.stats.set_value(_STATS + "trace/dropped", trace.dropped + trace.write_errors)
-
-    def _state_path(self) -> str | None:
-        """``JOBDIR/politeness-state.json``, or None when state is not kept in a file."""
-        if not self.settings.persist or self.backend is not None:
-            return None  # a shared backend keeps the state itself (Redis)
-        from scrapy.utils.job import job_dir
-
-        directory = job_dir(self.crawler.settings)
-        return None if directory is None else os.path.join(directory, persistence.STATE_FILE)
-
-    def _inspect_jobdir(self) -> tuple[str, str, str] | None:
-        """(JOBDIR, evidence, what was done) when the last run left it unclean."""
-        from scrapy.utils.job import job_dir
-
-        directory = job_dir(self.crawler.settings)
-        if directory is None:
-            return None
-        ours = persistence.STATE_FILE if self._state_path() is not None else None
-        return jobdir.inspect_at_start(directory, ours)
-
-    def _restore_state(self, now: float) -> None:
-        path = self._state_path()
-        if path is None:
-            return
-        try:
-            document = persistence.load(path)
-        except persistence.StateError as exc:
-            logger.warning("politeness: ignoring the saved host state %s (%s); starting "
-                           "afresh", path, exc)
-            return
-        if document is None:
-            return
-        wall = time.time()
-        restored = persistence.restore(self.hosts, document, now, wall, self.settings.idle_ttl)
-        held = persistence.restore_ips(self.ips, document, now, wall)
-        self.stats.set_value(_STATS + "state/restored_hosts", len(restored))
-        self.stats.set_value(_STATS + "state/restored_ips", held)
-        logger.info("politeness: restored the state of %d hosts and %d IPs from %s",
-                    len(restored), held, path)
-        if self._trace is not None:
-            for key, state in restored:
-                self._trace.restored(now, key, state.interval(), document["hosts"][key])
-
-    def _save_state(self, spider: Spider) -> None:
-        path = self._state_path()
-        if path is None:
-            return
-        now = self._loop.time() if self._loop is not None else 0.0
-        document = persistence.snapshot(self.hosts.items(), now, time.time(), self.ips.items())
-        try:
-            persistence.save(path, document)
-        except (OSError, ValueError) as exc:
-            logger.error("politeness: could not save the host state to %s: %s", path, exc)
-            return
-        self.stats.set_value(_STATS + "state/saved_hosts", len(document["hosts"]))
-        self.stats.set_value(_STATS + "state/saved_ips", len(document["ips"]))
-
-    def _sync_dns_stats(self) -> None:
-        st = self.dns.stats
-        self.stats.set_value(_STATS + "dns/lookups", st.lookups)
-        self.stats.set_value(_STATS + "dns/cache_hits", st.cache_hits)
-        self.stats.set_value(_STATS + "dns/failures", st.failures)
-
-    def _install_resolver(self) -> None:
-        from .pinning import install  # imports Twisted's reactor: only once the crawl runs
-
-        self._pin = install(self.dns.pinned)
-
-    def _restore_resolver(self) -> None:
+        if self.shared is not None:
+            await self.shared.close()
         if self._pin is not None:
             self._pin.restore()
             self._pin = None
+        self.observer.sync_dns_stats(self.dns)
+        now = self.loop.time() if self.loop is not None else None
+        self.jobstate.save(self.hosts, self.ips, now or 0.0, self.stats)
+        self.observer.report()
+        self.observer.close(now)
 
+    def host_report(self, top: int | None = None) -> list[dict[str, Any]]:
+        """Per-host facts, the hosts that cost the most waiting first."""
+        return self.observer.host_report(top)

@@ -1,4 +1,4 @@
-"""What robots.txt asks for: the larger of Crawl-delay and 1/Request-rate."""
+"""What robots.txt asks for (the larger of Crawl-delay and 1/Request-rate), learnt per host."""
 
 from __future__ import annotations
 
@@ -7,10 +7,18 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from scrapy.robotstxt import RobotParser
+from scrapy.utils.httpobj import urlparse_cached
 
-__all__ = ["robots_delay"]
+from .policy import crawl_delay_verdict
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.robotstxt import RobotParser
+    from scrapy.settings import BaseSettings
+
+    from .middleware import PolitenessMiddleware
+
+__all__ = ["CrawlDelays", "robots_delay"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,3 +60,54 @@ def robots_delay(robotparser: RobotParser, ua: str | bytes, *,
             candidates.append(float(seconds) / float(requests))
     usable = [d for d in candidates if isinstance(d, (int, float)) and math.isfinite(d) and d > 0]
     return max(usable) if usable else None
+
+
+class CrawlDelays:
+    """Learns each host's Crawl-delay from robots.txt as Scrapy parses it.
+
+    Connected to ``signals.robots_parsed``; above ``POLITENESS_MAX_CRAWL_DELAY``
+    the policy ``POLITENESS_CRAWL_DELAY_OVER_MAX`` decides (skip: the host is
+    parked for good; cap; honour).
+    """
+
+    def __init__(self, mw: PolitenessMiddleware, crawler_settings: BaseSettings) -> None:
+        self.mw = mw
+        self._robots_ua: str | None = crawler_settings.get("ROBOTSTXT_USER_AGENT") or None
+        self._default_ua: str = crawler_settings.get("USER_AGENT") or ""
+
+    def parsed(self, robotparser: RobotParser, request: Request) -> None:
+        mw = self.mw
+        hostname = urlparse_cached(request).hostname
+        if not hostname:
+            return
+        ua = self._robots_ua or request.headers.get(b"User-Agent") or self._default_ua
+        asked = robots_delay(robotparser, ua, on_error=self._error)
+        if asked is None:
+            return
+        key = mw.keys.key(hostname)
+        limit, over_max = mw.settings.max_crawl_delay, mw.settings.crawl_delay_over_max
+        loop = mw.driver.loop
+        now = loop.time() if loop is not None else 0.0
+        delay = crawl_delay_verdict(asked, limit, over_max)
+        over = limit is not None and asked > limit
+        mw.observer.crawl_delay(now, key, asked, over_max if over else None)
+        if delay is None:
+            mw.stats.inc_value("politeness/crawl_delay_skipped_hosts")
+            mw.drops.park(key, now, math.inf,
+                          f"politeness: {key} asks Crawl-delay {asked:g}s, above "
+                          f"POLITENESS_MAX_CRAWL_DELAY={limit:g}s (policy 'skip')")
+            return
+        state = mw.hosts.get(key)
+        if state.crawl_delay == 0:
+            mw.stats.inc_value("politeness/crawl_delay_hosts")
+        if delay > state.crawl_delay:
+            state.crawl_delay = delay
+            if mw.shared is not None and loop is not None:
+                mw.shared.set_crawl_delay(key, delay)
+        mw.driver.retime(key)
+        if loop is not None:
+            mw.driver.pump()
+
+    def _error(self, what: str, exc: BaseException) -> None:
+        self.mw.stats.inc_value("politeness/robots/errors")
+        logger.warning("politeness: reading %s from robots.txt failed: %r", what, exc)

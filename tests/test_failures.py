@@ -35,8 +35,9 @@ from twisted.internet.defer import Deferred
 from scrapy_politeness._sitefarm import Farm
 from scrapy_politeness.dns import DnsCache
 from scrapy_politeness.failures import NameNotResolvedError, classify_exception
-from scrapy_politeness.middleware import PolitenessMiddleware, _Dispatch
+from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import FailureKind, backoff_cause, reached_server
+from scrapy_politeness.slip import Dispatch as _Dispatch
 
 SPEC: dict[str, Any] = {
     "ips": ["127.0.0.2"],
@@ -134,7 +135,7 @@ def _dispatched(mw: PolitenessMiddleware, loop: asyncio.AbstractEventLoop,
 def test_only_failures_that_reached_the_server_back_the_host_off(exc: Exception,
                                                                  backs_off: bool) -> None:
     mw = _middleware()
-    loop = mw._loop = asyncio.new_event_loop()
+    loop = mw.loop = asyncio.new_event_loop()
     try:
         request = _dispatched(mw, loop)
         before = mw.hosts.get("a.example").interval()
@@ -162,9 +163,9 @@ async def test_a_failing_name_never_waits_in_the_gate(farm: Farm, name: str,
     clock = Clock()
     mw = _middleware(farm, POLITENESS_DNS_NEGATIVE_TTL=30.0)
     host, port = farm.dns.rsplit(":", 1)
-    mw.dns = DnsCache(nameservers=((host, int(port)),), timeout=1.0, negative_ttl=30.0,
-                      hosts_file=None, clock=clock)
-    loop = mw._loop = asyncio.get_running_loop()
+    mw.dns = mw.view.dns = DnsCache(nameservers=((host, int(port)),), timeout=1.0,
+                                    negative_ttl=30.0, hosts_file=None, clock=clock)
+    loop = mw.loop = asyncio.get_running_loop()
     # The name's bucket is busy for 30 s: a request that reached the gate would wait.
     mw.hosts.get(name).last_start = loop.time()
     interval = mw.hosts.get(name).interval()
@@ -234,16 +235,17 @@ async def test_a_request_reaching_the_gate_after_the_close_drain_does_not_wait()
 
 def test_drop_reasons_of_hosts_no_longer_dropped_are_forgotten() -> None:
     mw = _middleware()
-    loop = mw._loop = asyncio.new_event_loop()
+    loop = mw.loop = asyncio.new_event_loop()
     try:
-        mw._park("parked.example", loop.time() - 1.0, "politeness: parked for a while")
+        mw.drops.park("parked.example", loop.time(), loop.time() - 1.0,
+                       "politeness: parked for a while")
         mw.hosts.get("dead.example").dead = True
-        mw._drop_reason["dead.example"] = "politeness: dead"
-        assert set(mw._drop_reason) == {"parked.example", "dead.example"}
+        mw.drops.reasons["dead.example"] = "politeness: dead"
+        assert set(mw.drops.reasons) == {"parked.example", "dead.example"}
         mw._last_evict = -math.inf
         setattr(mw.crawler, "engine", SimpleNamespace(_slot=None))  # noqa: B010 (not closing)
         mw._on_watch()
-        assert set(mw._drop_reason) == {"dead.example"}  # the dead one still drops requests
+        assert set(mw.drops.reasons) == {"dead.example"}  # the dead one still drops requests
     finally:
         if mw._watch is not None:
             mw._watch.cancel()
@@ -253,7 +255,7 @@ def test_drop_reasons_of_hosts_no_longer_dropped_are_forgotten() -> None:
 def test_an_http_date_retry_after_is_measured_against_the_date_header() -> None:
     """Our clock runs 100 s ahead of the server's: the server's 120 s must stay 120 s."""
     mw = _middleware(POLITENESS_MAX_RETRY_AFTER=600)
-    loop = mw._loop = asyncio.new_event_loop()
+    loop = mw.loop = asyncio.new_event_loop()
     try:
         request = _dispatched(mw, loop)
         server_now = time.time() - 100.0
@@ -275,6 +277,6 @@ def test_robots_txt_handling_errors_are_logged_and_counted(
             raise RuntimeError("broken parser backend")
 
     mw = _middleware()
-    mw._robots_parsed(Broken(), Request("http://a.example/robots.txt"))  # type: ignore[arg-type]
+    mw.crawl_delays.parsed(Broken(), Request("http://a.example/robots.txt"))  # type: ignore[arg-type]
     assert mw.stats.get_value("politeness/robots/errors") == 1
     assert "broken parser backend" in caplog.text

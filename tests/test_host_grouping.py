@@ -17,11 +17,11 @@ def test_a_subdomain_override_applies_to_its_group() -> None:
     })
     mw = PolitenessMiddleware.from_crawler(crawler)
     for host in ("www.example.co.uk", "img.example.co.uk", "example.co.uk"):
-        key = mw._key(host)
+        key = mw.keys.key(host)
         assert key == "example.co.uk"
         assert mw.settings.config_for(key).floor == 5.0
         assert mw.hosts.get(key).config.floor == 5.0
-    assert mw.settings.config_for(mw._key("other.co.uk")).floor == 0.25
+    assert mw.settings.config_for(mw.keys.key("other.co.uk")).floor == 0.25
 
 
 def test_two_differing_overrides_for_one_group_are_rejected() -> None:

@@ -75,20 +75,20 @@ def test_huge_crawl_delay_follows_the_over_max_policy(policy: str, crawl_delay: 
                                                       parked: bool) -> None:
     mw = _middleware(POLITENESS_CRAWL_DELAY_OVER_MAX=policy)
     request = Request("http://slow.example/page")
-    mw._robots_parsed(_protego("User-agent: *\nCrawl-delay: 1000000000\n"), request)
+    mw.crawl_delays.parsed(_protego("User-agent: *\nCrawl-delay: 1000000000\n"), request)
     state = mw.hosts.get("slow.example")
     assert state.crawl_delay == crawl_delay
     assert (state.parked_until == math.inf) is parked
     if parked:
         with pytest.raises(IgnoreRequest, match="POLITENESS_MAX_CRAWL_DELAY=60s"):
-            mw._check_not_dropped("slow.example", 0.0)
+            mw.drops.check("slow.example", 0.0)
     else:
-        mw._check_not_dropped("slow.example", 0.0)  # not dropped
+        mw.drops.check("slow.example", 0.0)  # not dropped
 
 
 def test_a_garbage_crawl_delay_leaves_the_host_alone() -> None:
     mw = _middleware()
-    mw._robots_parsed(_protego("User-agent: *\nCrawl-delay: -1e999\n"),
+    mw.crawl_delays.parsed(_protego("User-agent: *\nCrawl-delay: -1e999\n"),
                       Request("http://a.example/"))
     assert mw.hosts.peek("a.example") is None
 

@@ -87,25 +87,26 @@ def _spider() -> Any:
 def test_log_interval_schedules_the_line(loop: asyncio.AbstractEventLoop, interval: Any,
                                          expected: float | None) -> None:
     mw = _middleware(POLITENESS_LOG_INTERVAL=interval)
-    mw._loop = loop
-    mw._open_observability(_spider())
+    mw.loop = loop
+    mw.observer.open(_spider(), loop.time())
     if expected is None:  # 0 disables it
-        assert mw._next_log == float("inf")
+        assert mw.observer.next_log == float("inf")
     else:
-        assert mw._next_log == pytest.approx(mw._start + expected)
-    assert mw._trace is None  # no POLITENESS_TRACE: no writer at all
+        assert mw.observer.next_log == pytest.approx(mw.observer.start + expected)
+    assert mw.observer.trace is None  # no POLITENESS_TRACE: no writer at all
 
 
 def test_middleware_log_line_reports_the_oldest_waiter(
         loop: asyncio.AbstractEventLoop, caplog: pytest.LogCaptureFixture) -> None:
     mw = _middleware()
-    mw._loop = loop
-    mw._waits.add(2.0)
-    mw._waiters[loop.create_future()] = 10.0  # oldest first
-    mw._waiters[loop.create_future()] = 14.0
+    mw.loop = loop
+    mw.observer.waits.add(2.0)
+    mw.driver.waiters[loop.create_future()] = 10.0  # oldest first
+    mw.driver.waiters[loop.create_future()] = 14.0
     mw.hosts.get("a.test").adaptive = 3.0
     with caplog.at_level(logging.INFO, logger="scrapy_politeness.middleware"):
-        mw._log_stats(25.0)
+        mw.observer.next_log = 25.0  # the line is due
+        mw.observer.tick(25.0, mw.gate.waiting, next(iter(mw.driver.waiters.values())))
     assert caplog.records[-1].getMessage() == (
         "Politeness: 1 hosts, 0 waiting in the gate (oldest 15.0s); 1 dispatched "
         "(wait mean 2.00s, max 2.00s); 1 hosts backing off, 0 dead")
@@ -125,7 +126,7 @@ def test_closing_report_lists_the_hosts_that_waited_most(
         s.requests, s.waited, s.adaptive = requests, waited, adaptive
         s.backoffs, s.crawl_delay, s.dead = backoffs, delay, dead
     with caplog.at_level(logging.INFO, logger="scrapy_politeness.middleware"):
-        mw._report()
+        mw.observer.report()
     assert mw.stats.get_value("politeness/report") == [
         {"host": "costly.test", "requests": 12, "waited": 40.0, "interval": 8.0,
          "backoffs": {"429": 2, "5xx": 1}, "crawl_delay": 0.0, "dead": False},
@@ -150,7 +151,7 @@ def test_report_is_in_the_log_not_the_stats_by_default(caplog: pytest.LogCapture
     mw = _middleware()
     mw.hosts.get("a.test").requests = 1
     with caplog.at_level(logging.INFO, logger="scrapy_politeness.middleware"):
-        mw._report()
+        mw.observer.report()
     assert mw.stats.get_value("politeness/report") is None
     assert "a.test: 1 requests" in caplog.records[-1].getMessage()
 
@@ -160,7 +161,7 @@ def test_report_numbers_carry_no_float_noise(caplog: pytest.LogCaptureFixture) -
     s = mw.hosts.get("a.test")
     s.requests, s.adaptive, s.crawl_delay = 3, 0.1 * 3 * 3, 0.1 + 0.2  # 0.9000000000000001
     with caplog.at_level(logging.INFO, logger="scrapy_politeness.middleware"):
-        mw._report()
+        mw.observer.report()
     text = caplog.records[-1].getMessage()
     assert "interval 0.9s" in text
     assert "crawl-delay 0.3s" in text
@@ -170,5 +171,5 @@ def test_wait_seconds_stat_is_rounded_at_the_end() -> None:
     mw = _middleware()
     for _ in range(3):
         mw.stats.inc_value("politeness/wait_seconds", 0.1)  # 0.30000000000000004
-    mw._report()
+    mw.observer.report()
     assert mw.stats.get_value("politeness/wait_seconds") == 0.3

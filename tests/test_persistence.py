@@ -14,6 +14,7 @@ from crawling import farm_settings, run_crawl
 from scrapy.utils.test import get_crawler
 
 from scrapy_politeness import persistence
+from scrapy_politeness.jobstate import JobState
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import Config, HostTable, IPTable
 from scrapy_politeness.settings import PolitenessSettings
@@ -190,7 +191,7 @@ def test_middleware_warns_and_starts_fresh_on_a_bad_file(
     (tmp_path / persistence.STATE_FILE).write_text(content, encoding="utf-8")
     mw = _middleware(JOBDIR=str(tmp_path))
     with caplog.at_level(logging.WARNING, logger="scrapy_politeness.middleware"):
-        mw._restore_state(0.0)
+        mw.jobstate.restore(mw.hosts, mw.ips, 0.0, mw.stats, None)
     assert len(mw.hosts) == 0
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
@@ -200,12 +201,13 @@ def test_middleware_warns_and_starts_fresh_on_a_bad_file(
 
 def test_middleware_state_file_only_with_jobdir_persist_and_no_shared_backend(
         tmp_path: Path) -> None:
-    assert _middleware()._state_path() is None
-    assert _middleware(JOBDIR=str(tmp_path), POLITENESS_PERSIST=False)._state_path() is None
+    assert _middleware().jobstate.path is None
+    assert _middleware(JOBDIR=str(tmp_path), POLITENESS_PERSIST=False).jobstate.path is None
     mw = _middleware(JOBDIR=str(tmp_path / "job"))
-    assert mw._state_path() == str(tmp_path / "job" / persistence.STATE_FILE)
-    mw.backend = object()  # type: ignore[assignment]  # a shared backend keeps the state
-    assert mw._state_path() is None
+    assert mw.jobstate.path == str(tmp_path / "job" / persistence.STATE_FILE)
+    # a shared backend keeps the state itself
+    settings = PolitenessSettings.from_settings(mw.crawler.settings)
+    assert JobState(settings, mw.crawler.settings, shared=True).path is None
     with pytest.raises(ValueError, match="POLITENESS_PERSIST must be True or False"):
         PolitenessSettings.from_settings({"POLITENESS_PERSIST": "maybe"})
 

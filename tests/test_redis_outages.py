@@ -25,7 +25,7 @@ from scrapy_politeness.backends import SharedHost
 from scrapy_politeness.backends import redis as redis_backend
 from scrapy_politeness.backends.redis import BackendError, BackendUnavailable, RedisBackend
 from scrapy_politeness.middleware import PolitenessMiddleware
-from scrapy_politeness.policy import Config, Release
+from scrapy_politeness.policy import Config, Release, merge_shared
 
 T = TypeVar("T")
 LOGGER = "scrapy_politeness.backends.redis"
@@ -81,9 +81,9 @@ def test_mirror_keeps_the_larger_crawl_delay() -> None:
         "POLITENESS_DNS_HOSTS_FILE": None}))
     state = mw.hosts.get("cd.test")
     state.crawl_delay = 5.0
-    mw._mirror(state, SharedHost(1.0, 0.0, 0.0, 0.0, 0, False), 0.0)
+    merge_shared(state, SharedHost(1.0, 0.0, 0.0, 0.0, 0, False), 0.0)
     assert state.crawl_delay == 5.0
-    mw._mirror(state, SharedHost(1.0, 7.0, 0.0, 0.0, 0, False), 0.0)
+    merge_shared(state, SharedHost(1.0, 7.0, 0.0, 0.0, 0, False), 0.0)
     assert state.crawl_delay == 7.0
 
 
@@ -122,14 +122,14 @@ async def _booked_counts_locally(server: RedisServer) -> None:
         "POLITENESS_SEND_MARGIN": 0.0, "POLITENESS_DNS_HOSTS_FILE": None}))
     assert mw.backend is not None
     loop = asyncio.get_running_loop()
-    mw._loop = loop
+    mw.loop = loop
     await mw.backend.open()
     try:
         state = mw.hosts.get("a.test")
         mw.hosts.get("b.test")
         await mw.backend.reserve("a.test", IP, state.config)  # books the IP until now + 0.3
         release = Release(object(), "b.test", IP, 0.3, loop.time())
-        task = loop.create_task(mw._reserve_shared(release, mw.hosts.get("b.test"), loop))
+        task = loop.create_task(mw.shared.reserve(release, mw.hosts.get("b.test"), loop))
         while mw.ips.eligible_at(IP) == 0 and not task.done():
             await asyncio.sleep(0.005)
         assert not task.done()  # still sleeping towards its booked start

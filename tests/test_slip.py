@@ -12,8 +12,9 @@ from typing import Any
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
-from scrapy_politeness.middleware import PolitenessMiddleware, _Dispatch
+from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import Release
+from scrapy_politeness.slip import Dispatch as _Dispatch
 
 IP = "127.0.0.2"
 
@@ -27,8 +28,8 @@ def test_slip_spends_the_ip_floor_when_the_host_interval_is_zero() -> None:
     mw = _mw(POLITENESS_DEFAULT=0.0, POLITENESS_FLOOR=0.0, POLITENESS_IP_FLOOR=0.5)
     state = mw.hosts.get("a.test")
     assert state.interval() == 0
-    mw._lag = 0.04  # a busy loop: the waiter resumed late
-    mw._respend(Release(object(), "a.test", IP, 0.0, 100.0), 100.05)
+    mw.slip.lag = 0.04  # a busy loop: the waiter resumed late
+    mw.slip.respend(Release(object(), "a.test", IP, 0.0, 100.0), 100.05)
     # The real send is estimated at 100.05 + 2 x 0.05: the IP's next start is
     # the IP floor after it, not after the gate's release at 100.0.
     assert mw.ips.eligible_at(IP) >= 100.05 + 0.5
@@ -42,14 +43,14 @@ def test_late_start_seen_at_headers_spends_the_ip_floor_when_the_host_interval_i
     request = Request("http://a.test/")
     mw._dispatched[request] = _Dispatch("a.test", 100.0, IP)
     mw.ips.spend(IP, 100.0, 0.0)
-    mw._loop = SimpleNamespace(time=lambda: 100.3)  # type: ignore[assignment]
+    _loop_at(mw, 100.3)
     request.meta["download_latency"] = 0.2  # the handler started at 100.1, 0.1 s late
     mw._headers_received(request)
     assert mw.ips.eligible_at(IP) >= 100.1 + 0.5 - 1e-9
 
 
 def _loop_at(mw: PolitenessMiddleware, now: float) -> None:
-    mw._loop = SimpleNamespace(time=lambda: now)  # type: ignore[assignment]
+    mw.driver.loop = SimpleNamespace(time=lambda: now)  # type: ignore[assignment]
 
 
 def test_a_first_byte_later_than_usual_counts_as_a_late_arrival() -> None:
@@ -74,11 +75,11 @@ def test_a_loop_stall_moves_the_sends_it_held() -> None:
     state.last_start = 100.001
     mw.ips.spend(IP, 100.001, 0.25)
     dispatch = _Dispatch("a.test", 100.0, IP)
-    mw._recent.add(dispatch, 100.001)  # released at 100.0, expected on the wire at 100.001
-    mw._seen = 100.0005  # the last time one of our callbacks ran
-    mw._timer_at = 100.008  # a gate timer was due here ...
+    mw.slip.recent.add(dispatch, 100.001)  # released at 100.0, expected on the wire at 100.001
+    mw.slip.seen = 100.0005  # the last time one of our callbacks ran
+    mw.driver._timer_at = 100.008  # a gate timer was due here ...
     _loop_at(mw, 100.060)  # ... and fired 52 ms late: the loop stood still meanwhile
-    mw._on_timer()
+    mw.driver._on_timer()
     # The send it held left at 100.06 at the earliest: the next start on the IP
     # and of the host is spaced from there, not from the estimate.
     assert mw.ips.eligible_at(IP) >= 100.060 + 0.25
@@ -89,9 +90,9 @@ def test_a_timer_on_time_moves_nothing() -> None:
     mw = _mw(POLITENESS_DEFAULT=0.25, POLITENESS_FLOOR=0.25, POLITENESS_IP_FLOOR=0.25)
     mw.hosts.get("a.test").last_start = 100.001
     mw.ips.spend(IP, 100.001, 0.25)
-    mw._recent.add(_Dispatch("a.test", 100.0, IP), 100.001)
-    mw._seen = 100.0005
-    mw._timer_at = 100.008
+    mw.slip.recent.add(_Dispatch("a.test", 100.0, IP), 100.001)
+    mw.slip.seen = 100.0005
+    mw.driver._timer_at = 100.008
     _loop_at(mw, 100.009)
-    mw._on_timer()
+    mw.driver._on_timer()
     assert mw.ips.eligible_at(IP) == 100.001 + 0.25

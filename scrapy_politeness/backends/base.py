@@ -2,34 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+from ..policy.shared import SharedHost
 
 if TYPE_CHECKING:
     from ..policy import Config, Signal
 
 __all__ = ["SharedBackend", "SharedHost", "make_backend"]
-
-
-@dataclass(frozen=True, slots=True)
-class SharedHost:
-    """A host's shared state as the backend answered it.
-
-    ``not_before_in`` is relative (seconds from the backend's now), so the
-    answer means the same on crawler machines whose clocks disagree.
-    """
-
-    adaptive: float
-    crawl_delay: float
-    not_before_in: float
-    latency: float
-    ceiling_streak: int
-    dead: bool
-    # The fast recovery's memory (policy/recovery.py); None when the answer
-    # does not carry it (a reservation), so the local copy is kept.
-    fail_at: float | None = None
-    good_at: float | None = None
-    healthy_run: int | None = None
 
 
 class SharedBackend(Protocol):

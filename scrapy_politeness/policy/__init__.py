@@ -5,10 +5,12 @@ about, tested on a fake clock and reused by any state backend.
 """
 
 from .config import RECOVERIES, Config, Signal, is_failure
+from .decisions import backoff_cause_of, crawl_delay_verdict, retry_after_verdict
 from .failures import FailureKind, backoff_cause, reached_server
 from .gate import Gate, Release
 from .keys import host_key, ip_literal
 from .retry_after import parse_retry_after, retry_after_of, server_clock
+from .shared import SharedHost, merge_shared
 from .tables import HostState, HostTable, IPTable, Outcome
 
 __all__ = [
@@ -21,13 +23,18 @@ __all__ = [
     "IPTable",
     "Outcome",
     "Release",
+    "SharedHost",
     "Signal",
     "backoff_cause",
+    "backoff_cause_of",
+    "crawl_delay_verdict",
     "host_key",
     "ip_literal",
     "is_failure",
+    "merge_shared",
     "parse_retry_after",
     "reached_server",
     "retry_after_of",
+    "retry_after_verdict",
     "server_clock",
 ]

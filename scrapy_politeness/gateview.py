@@ -1,0 +1,116 @@
+"""Which buckets a request belongs to, and what the gate would decide for it now.
+
+Shared by the middleware (which enforces) and the scheduler queue (which
+schedules ahead): one computation of a request's host key, IP bucket and the
+instants its buckets allow, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scrapy.utils.httpobj import urlparse_cached
+
+from .dns import DnsCache
+from .failures import NameNotResolvedError
+from .meta import bucket_of, bypasses
+from .observer import STATS
+from .policy import ip_literal
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.statscollectors import StatsCollector
+
+    from .grouping import HostKeys
+    from .policy import HostTable, IPTable
+    from .settings import PolitenessSettings
+
+__all__ = ["NETWORK_SCHEMES", "GateView", "Hint"]
+
+NETWORK_SCHEMES = frozenset(("http", "https"))
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """What the gate would decide for a request now, for scheduling ahead of it.
+
+    ``host_ready``/``ip_ready`` are instants on the event loop's clock (0 when
+    nothing holds it back); ``interval``/``ip_interval`` the spacings one more
+    start of this host would add to its host and IP buckets.
+    """
+
+    key: str
+    ip: str | None
+    host_ready: float
+    ip_ready: float
+    interval: float
+    ip_interval: float
+
+
+class GateView:
+    """Keys, addresses and the gate's view of a request, for one crawler."""
+
+    def __init__(self, settings: PolitenessSettings, hosts: HostTable, ips: IPTable,
+                 dns: DnsCache, keys: HostKeys, *, stats: StatsCollector) -> None:
+        self.settings = settings
+        self.hosts = hosts
+        self.ips = ips
+        self.dns = dns
+        self.keys = keys
+        self.stats = stats
+
+    def hint(self, request: Request) -> Hint | None:
+        """The gate's view of ``request`` without waiting (no DNS query: an
+        uncached name has no IP yet). None for requests the gate ignores."""
+        parsed = urlparse_cached(request)
+        hostname = parsed.hostname
+        if parsed.scheme not in NETWORK_SCHEMES or not hostname or bypasses(request.meta):
+            return None
+        key = bucket_of(request.meta, strict=False) or self.keys.key(hostname)
+        ip = self.dns.lookup(hostname)
+        if ip is DnsCache.MISS:  # an IP literal needs no DNS
+            ip = ip_literal(hostname)
+        ip = self.keys.ip_bucket(ip if isinstance(ip, str) else None)
+        state = self.hosts.peek(key)
+        margin = self.settings.send_margin
+        if state is None:
+            config = self.settings.config_for(key)
+            host_ready, interval = 0.0, config.host_interval(config.default)
+            ip_interval = interval
+        else:
+            host_ready = state.eligible_at() + margin
+            interval, ip_interval = state.interval(), state.ip_interval()
+        ip_at = self.ips.eligible_at(ip)
+        return Hint(key, ip, host_ready, ip_at + margin if ip_at else 0.0, interval,
+                    ip_interval)
+
+    def request_key(self, request: Request, hostname: str) -> str | None:
+        """The request's host bucket; None when it bypasses the gate (docs/reference/meta.md)."""
+        meta = request.meta
+        if bypasses(meta):
+            self.stats.inc_value(STATS + "bypassed")
+            return None
+        key = bucket_of(meta)
+        if key is None:
+            return self.keys.key(hostname)
+        self.stats.inc_value(STATS + "bucket_from_meta")
+        return key
+
+    async def resolve_only(self, hostname: str) -> None:
+        """A request that bypasses the gate still connects where the others do."""
+        if not self.settings.dns_pin:
+            return
+        ip = self.dns.lookup(hostname)
+        if ip is DnsCache.MISS:
+            ip = await self.dns.resolve(hostname)
+        if isinstance(ip, str):
+            self.dns.pin(hostname, ip)
+
+    def not_resolved(self, hostname: str, *, cached: bool) -> NameNotResolvedError:
+        """The error a request to a name that does not resolve fails with, counted."""
+        kind = self.dns.failure(hostname)
+        self.stats.inc_value(STATS + kind.value)
+        if cached:
+            self.stats.inc_value(STATS + "dns/from_negative_cache")
+        return NameNotResolvedError(hostname, kind)

@@ -1,0 +1,85 @@
+"""Learnt host and IP state kept in ``JOBDIR`` across a pause (docs/usage/pause-resume.md)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING
+
+from . import jobdir, persistence
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+    from scrapy.statscollectors import StatsCollector
+
+    from .policy import HostTable, IPTable
+    from .settings import PolitenessSettings
+    from .trace import TraceWriter
+
+__all__ = ["JobState"]
+
+logger = logging.getLogger("scrapy_politeness.middleware")
+
+
+class JobState:
+    """``JOBDIR/politeness-state.json``: restored at open, saved at close.
+
+    Not kept with a shared backend (Redis keeps the state itself) or with
+    ``POLITENESS_PERSIST = False``.
+    """
+
+    def __init__(self, settings: PolitenessSettings, crawler_settings: BaseSettings,
+                 *, shared: bool) -> None:
+        from scrapy.utils.job import job_dir
+
+        self.directory = job_dir(crawler_settings)
+        self.path: str | None = None
+        if self.directory is not None and settings.persist and not shared:
+            self.path = os.path.join(self.directory, persistence.STATE_FILE)
+        self.idle_ttl = settings.idle_ttl
+
+    def inspect(self) -> tuple[str, str, str] | None:
+        """(JOBDIR, evidence, what was done) when the last run left it unclean.
+
+        Must run before the scheduler opens the JOBDIR: the middleware is built
+        before it, so the middleware calls this from its constructor."""
+        if self.directory is None:
+            return None
+        ours = persistence.STATE_FILE if self.path is not None else None
+        return jobdir.inspect_at_start(self.directory, ours)
+
+    def restore(self, hosts: HostTable, ips: IPTable, now: float, stats: StatsCollector,
+                trace: TraceWriter | None) -> None:
+        if self.path is None:
+            return
+        try:
+            document = persistence.load(self.path)
+        except persistence.StateError as exc:
+            logger.warning("politeness: ignoring the saved host state %s (%s); starting "
+                           "afresh", self.path, exc)
+            return
+        if document is None:
+            return
+        wall = time.time()
+        restored = persistence.restore(hosts, document, now, wall, self.idle_ttl)
+        held = persistence.restore_ips(ips, document, now, wall)
+        stats.set_value("politeness/state/restored_hosts", len(restored))
+        stats.set_value("politeness/state/restored_ips", held)
+        logger.info("politeness: restored the state of %d hosts and %d IPs from %s",
+                    len(restored), held, self.path)
+        if trace is not None:
+            for key, state in restored:
+                trace.restored(now, key, state.interval(), document["hosts"][key])
+
+    def save(self, hosts: HostTable, ips: IPTable, now: float, stats: StatsCollector) -> None:
+        if self.path is None:
+            return
+        document = persistence.snapshot(hosts.items(), now, time.time(), ips.items())
+        try:
+            persistence.save(self.path, document)
+        except (OSError, ValueError) as exc:
+            logger.error("politeness: could not save the host state to %s: %s", self.path, exc)
+            return
+        stats.set_value("politeness/state/saved_hosts", len(document["hosts"]))
+        stats.set_value("politeness/state/saved_ips", len(document["ips"]))

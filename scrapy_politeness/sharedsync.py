@@ -1,0 +1,162 @@
+"""Keeping the local buckets and a shared backend (Redis) in step.
+
+One round trip books each start on the shared buckets (``reserve``) and one
+folds each outcome in (``feedback``, in the background); every answer is
+merged into the local tables (:func:`~scrapy_politeness.policy.merge_shared`),
+so the local gate decides with what every process learnt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import CloseSpider
+
+from .policy import Release, Signal, merge_shared
+from .slip import STALL, Dispatch
+
+if TYPE_CHECKING:
+    from scrapy.statscollectors import StatsCollector
+
+    from .backends import SharedBackend, SharedHost
+    from .policy import HostState, HostTable
+    from .slip import SendSlip
+
+__all__ = ["SharedSync"]
+
+logger = logging.getLogger("scrapy_politeness.middleware")
+
+
+class SharedSync:
+    """The shared backend seen from one crawler process.
+
+    ``on_dead(key)`` is called when another process declared a host dead;
+    ``on_change(key)`` when an answer changed a host's timing.
+    """
+
+    def __init__(self, backend: SharedBackend, hosts: HostTable, slip: SendSlip,
+                 stats: StatsCollector, *, on_dead: Callable[[str], None],
+                 on_change: Callable[[str], None]) -> None:
+        self.backend = backend
+        self.hosts = hosts
+        self.slip = slip
+        self.stats = stats
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.rtt = 0.0  # recent round trip (a decaying maximum)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._on_dead = on_dead
+        self._on_change = on_change
+        slip.shared = self
+
+    async def open(self) -> None:
+        """Connect at spider open; a backend that cannot be used closes the spider."""
+        try:
+            await self.backend.open()
+        except ConnectionError as exc:  # BackendUnavailable: unreachable or refused
+            logger.error("politeness: the shared backend (POLITENESS_BACKEND) is "
+                         "unreachable: %s", exc)
+            raise CloseSpider("politeness_backend_unreachable") from exc
+        except Exception as exc:  # it answered, with an error: say so
+            logger.error("politeness: the shared backend (POLITENESS_BACKEND) failed "
+                         "to start: %s", exc)
+            raise CloseSpider("politeness_backend_error") from exc
+
+    async def reserve(self, release: Release[Any], state: HostState,
+                      loop: asyncio.AbstractEventLoop) -> tuple[Release[Any], float]:
+        """Book the start on the shared buckets; sleep until it.
+
+        The booking is spent at start + slip: the reply reaches us up to one
+        round trip after the server computed the start, and the send leaves
+        about 2 x lag after we wake. Returns the release and how late a start
+        (after ``release.at``) that booking covered. A host another process
+        declared dead raises ``IgnoreRequest`` through ``on_dead``'s check.
+        """
+        slip = 2.0 * self.slip.lag + self.rtt
+        sent = loop.time()
+        delay, shared = await self.backend.reserve(
+            release.key, release.ip, state.config, crawl_delay=state.crawl_delay, slip=slip)
+        got = loop.time()
+        rtt = got - sent
+        if shared is None:  # the local fallback: the local buckets alone apply
+            return release, math.inf
+        if rtt < 1.0:  # a round trip, not a wait for a lost backend
+            est = self.rtt * 0.95
+            self.rtt = rtt if rtt > est else est
+        if merge_shared(state, shared, got):  # declared dead by another crawler meanwhile
+            self._on_dead(release.key)
+        booked = got + delay
+        # The booking counts locally at once: a request the local gate releases
+        # meanwhile (a fallback after a loss) is spaced from it.
+        self.slip.spend(state, release.ip, booked + slip)
+        release = Release(release.token, release.key, release.ip, state.interval(), booked)
+        if delay > 0:
+            self.stats.inc_value("politeness/shared/waits")
+            await asyncio.sleep(delay)
+            if delay > STALL:  # booked ahead: a start reported late since may come first
+                release = await self._recheck(release, state, loop, slip)
+            self.slip.respend(release, loop.time())
+        return release, slip - rtt
+
+    async def _recheck(self, release: Release[Any], state: HostState,
+                       loop: asyncio.AbstractEventLoop, slip: float) -> Release[Any]:
+        extra = await self.backend.recheck(release.key, release.ip)
+        if extra <= 0:
+            return release
+        self.stats.inc_value("politeness/shared/rechecked_waits")
+        booked = loop.time() + extra
+        self.slip.spend(state, release.ip, booked + slip)
+        # Its booking in Redis is now early: move it first, so a booking behind
+        # it rechecks against its new start (the chain stops at the first
+        # booking that was late enough already).
+        self.late_start(Dispatch(release.key, booked, release.ip), state, -(extra + slip))
+        await asyncio.sleep(extra)
+        return Release(release.token, release.key, release.ip, state.interval(), booked)
+
+    def late_start(self, dispatch: Dispatch, state: HostState, ago: float) -> None:
+        """The shared booking covered less slip than this start took: move the
+        shared buckets too, so other processes space from the real start."""
+        self.stats.inc_value("politeness/shared/late_starts")
+        self._spawn(self.backend.correct_start(
+            dispatch.key, dispatch.ip, ago, state.interval(), state.ip_interval()))
+
+    def set_crawl_delay(self, key: str, delay: float) -> None:
+        self._spawn(self.backend.set_crawl_delay(key, delay))
+
+    def feedback(self, key: str, signal: Signal) -> None:
+        """Fold the outcome into the shared host without holding the response."""
+        state = self.hosts.get(key)
+        task = self._spawn(self.backend.feedback(key, signal, state.config,
+                                                 self.hosts.dead_after))
+        task.add_done_callback(lambda t: self._feedback_done(key, t))
+
+    def _feedback_done(self, key: str, task: asyncio.Task[SharedHost]) -> None:
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, ConnectionError):  # the backend logs an outage once
+            logger.debug("politeness: shared feedback for %s lost: %r", key, exc)
+            return
+        if exc is not None:
+            logger.warning("politeness: shared feedback for %s failed: %r", key, exc)
+            return
+        assert self.loop is not None
+        if merge_shared(self.hosts.get(key), task.result(), self.loop.time()):
+            self._on_dead(key)
+        self._on_change(key)
+
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
+        assert self.loop is not None
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def close(self) -> None:
+        """Let the last feedback land (2 s at most), then disconnect."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=2.0)
+        await self.backend.close()

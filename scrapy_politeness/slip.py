@@ -1,0 +1,131 @@
+"""The send slip: the bytes leave after the gate's release, later on a busy loop.
+
+Every spend is moved to the best estimate of when the server sees the
+request, so a slow loop turn can widen a gap but never shorten it:
+
+- at release, the spend moves to ``resume + 2 x lag`` (``lag`` a slowly
+  decaying maximum of recent resume lags);
+- a timer or waiter that runs late reveals a loop stall: the sends it held
+  (``RecentSends``) move to its end;
+- once headers arrive, the download's real start (and whatever the first byte
+  took beyond the host's usual latency) moves the buckets again.
+
+With a shared backend, a start later than its booking covered is pushed to the
+shared buckets too, so other processes space from the real start.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .policy.stalls import RecentSends
+
+if TYPE_CHECKING:
+    from .policy import HostState, HostTable, IPTable, Release
+    from .sharedsync import SharedSync
+
+__all__ = ["STALL", "Dispatch", "SendSlip"]
+
+STALL = 0.004  # a timer this late reveals a loop stall that may have held recent sends
+
+
+@dataclass(slots=True)
+class Dispatch:
+    """A request the gate let through, until its outcome comes back."""
+
+    key: str
+    at: float
+    ip: str | None = None
+    covered: float = math.inf  # how late a start the shared booking already spent for
+
+
+class SendSlip:
+    """The slip estimate and the corrections it drives, for one crawler."""
+
+    def __init__(self, hosts: HostTable, ips: IPTable) -> None:
+        self.hosts = hosts
+        self.ips = ips
+        self.shared: SharedSync | None = None
+        self.lag = 0.0  # recent event-loop resume lag
+        self.seen = 0.0  # the last instant one of our callbacks ran: the loop was alive
+        self.recent: RecentSends[Dispatch] = RecentSends()
+
+    def spend(self, state: HostState, ip: str | None, at: float) -> None:
+        """Spend the host and IP buckets at ``at`` (never backwards).
+
+        A 0 host interval spaces nothing on the host, but the IP floor still
+        spaces the IP."""
+        if state.interval() > 0 and at > state.last_start:
+            state.last_start = at
+        if state.interval() > 0 or self.ips.floor > 0:
+            self.ips.spend(ip, at, state.ip_interval())
+
+    def sent(self, dispatch: Dispatch, now: float) -> None:
+        """Remember a send, so a stall that holds it can move it."""
+        self.recent.add(dispatch, now + 2.0 * self.lag)
+
+    def respend(self, release: Release[Any], now: float) -> None:
+        """Move the spend from the gate's release to the estimated real send.
+
+        The waiter resumes ``lag`` after the gate released it (one event-loop
+        turn: microseconds on an idle machine, milliseconds on a busy one),
+        and its bytes leave about two turns later still. Overestimating this
+        request's slip only ever widens the gap the server sees.
+        """
+        lag = now - release.at
+        est = self.lag * 0.95
+        self.lag = lag if lag > est else est
+        if lag > STALL:
+            self.stalled(max(self.seen, release.at), now)
+        self.seen = now
+        state = self.hosts.peek(release.key)
+        if state is None:
+            return
+        at = now + 2.0 * self.lag
+        if release.interval > 0 and at > state.last_start:
+            state.last_start = at
+        if release.interval > 0 or self.ips.floor > 0:
+            self.ips.spend(release.ip, at, state.ip_interval())
+
+    def timer_fired(self, expected: float, now: float) -> None:
+        """The gate's timer ran at ``now`` for ``expected``: late means a stall."""
+        if now - expected > STALL:
+            self.stalled(self.seen, now)
+        self.seen = now
+
+    def stalled(self, since: float, now: float) -> None:
+        """The loop stood still some time after ``since`` (the last instant we
+        saw it run) until ``now``: the sends it held leave only now, so their
+        buckets (and the shared ones) move here."""
+        at = now + 2.0 * self.lag
+        for dispatch in self.recent.caught_by(since, now):
+            state = self.hosts.peek(dispatch.key)
+            if state is None:
+                continue
+            self.spend(state, dispatch.ip, at)
+            if self.shared is not None and at - dispatch.at > dispatch.covered:
+                self.shared.late_start(dispatch, state, now - at)
+
+    def headers_received(self, dispatch: Dispatch, latency: float, now: float) -> None:
+        """Learn when the download really started, once its headers are in.
+
+        Scrapy's HTTP handler measures ``download_latency`` from the moment it
+        was called, so ``now - latency`` is that start; a later start than the
+        spend feeds the lag estimate. The server may have read the request
+        later still (socket, connection set-up on a busy machine), and nothing
+        tells that from a slow answer: whatever the first byte took beyond the
+        host's usual latency counts as a late arrival.
+        """
+        slip = now - latency - dispatch.at
+        if slip / 2.0 > self.lag:
+            self.lag = slip / 2.0
+        state = self.hosts.peek(dispatch.key)
+        if state is None:
+            return
+        usual = state.latency  # the smoothed latency of the earlier fetches (0: none yet)
+        arrived = now - (usual if usual < latency else latency)
+        self.spend(state, dispatch.ip, arrived)
+        if self.shared is not None and arrived - dispatch.at > dispatch.covered:
+            self.shared.late_start(dispatch, state, now - arrived)
