@@ -244,7 +244,7 @@ def test_drop_host_returns_waiting_tokens_in_order_and_never_releases_them() -> 
     assert gate.next_event() is None
 
 
-def test_drop_host_parked_on_ip() -> None:
+def test_drop_host_in_line_behind_a_busy_ip() -> None:
     gate = make_gate()
     sim = GateSim(gate)
     sim.submit("a.com", IP, ("a", 0))

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from crawling import farm_settings, run_crawl
-from sitefarm.gaps import starts_by, violations
 
 from scrapy_politeness import persistence
+from scrapy_politeness._sitefarm.gaps import starts_by, violations
 
 TOL = 0.015
 IP = "127.0.0.2"

@@ -47,7 +47,7 @@ class Config:
     """The politeness policy of one host (or of every host without overrides).
 
     ``default``: the interval of a host with no signal yet. ``floor``: never
-    fetch one host faster. ``ceiling``: never slower; a host pinned here is
+    fetch one host faster. ``ceiling``: never slower; a host held here is
     dead. ``ip_floor``: the minimum spacing of fetches to one IP. ``backoff``:
     multiplicative widen on 429/5xx/transport errors. ``soft_widen``:
     multiplicative widen on sharply rising latency. ``narrow``: additive
@@ -147,5 +147,5 @@ class Config:
         return adaptive
 
     def at_ceiling(self, interval: float) -> bool:
-        """Whether a clamped interval is pinned at the ceiling."""
+        """Whether a clamped interval sits at the ceiling."""
         return interval >= self.ceiling

@@ -47,7 +47,7 @@ class Gate(Generic[T]):
     per-domain concurrency (where they would leave in bursts).
     """
 
-    __slots__ = ("_heap", "_host_seq", "_in_flight", "_ip_armed", "_ip_parked",
+    __slots__ = ("_heap", "_host_seq", "_in_flight", "_ip_armed", "_ip_lines",
                  "_on_ip", "_queues", "_seq", "_waiting", "hosts", "ips", "margin",
                  "max_in_flight")
 
@@ -63,7 +63,7 @@ class Gate(Generic[T]):
         self._seq = 0
         self._host_seq: dict[str, int] = {}
         self._ip_armed: dict[str, int] = {}
-        self._ip_parked: dict[str, deque[str]] = {}
+        self._ip_lines: dict[str, deque[str]] = {}
         self._on_ip: set[str] = set()
         self._waiting = 0
 
@@ -140,14 +140,14 @@ class Gate(Generic[T]):
         """Remove and return every waiting request of ``key``."""
         q = self._queues.pop(key, None)
         self._host_seq.pop(key, None)
-        if key in self._on_ip:  # parked behind its head request's IP: unpark it
+        if key in self._on_ip:  # in line behind its head request's IP: leave the line
             self._on_ip.discard(key)
             ip = q[0][1] if q else None
-            parked = self._ip_parked.get(ip) if ip is not None else None
-            if ip is not None and parked is not None and key in parked:
-                parked.remove(key)
-                if not parked:
-                    del self._ip_parked[ip]
+            line = self._ip_lines.get(ip) if ip is not None else None
+            if ip is not None and line is not None and key in line:
+                line.remove(key)
+                if not line:
+                    del self._ip_lines[ip]
                     self._ip_armed.pop(ip, None)
         if not q:
             return []
@@ -161,7 +161,7 @@ class Gate(Generic[T]):
         self._heap.clear()
         self._host_seq.clear()
         self._ip_armed.clear()
-        self._ip_parked.clear()
+        self._ip_lines.clear()
         self._on_ip.clear()
         self._waiting = 0
         return tokens
@@ -202,30 +202,30 @@ class Gate(Generic[T]):
             return
         ip = q[0][1]
         if ip is not None:
-            parked = self._ip_parked.get(ip)
-            if parked:
-                parked.append(key)
+            line = self._ip_lines.get(ip)
+            if line:
+                line.append(key)
                 self._on_ip.add(key)
                 return
             ip_ready = self._ip_ready(ip)
             if ip_ready > now:
-                self._ip_parked[ip] = deque((key,))
+                self._ip_lines[ip] = deque((key,))
                 self._on_ip.add(key)
                 self._arm_ip(ip, ip_ready)
                 return
         self._dispatch(key, q, now, released)
 
     def _service_ip(self, ip: str, now: float, released: list[Release[T]]) -> None:
-        parked = self._ip_parked.get(ip)
-        if not parked:
-            self._ip_parked.pop(ip, None)
+        line = self._ip_lines.get(ip)
+        if not line:
+            self._ip_lines.pop(ip, None)
             return
         ip_ready = self._ip_ready(ip)
         if ip_ready > now:
             self._arm_ip(ip, ip_ready)
             return
-        while parked:
-            key = parked.popleft()
+        while line:
+            key = line.popleft()
             self._on_ip.discard(key)
             q = self._queues.get(key)
             if not q or self._blocked_by_cap(key):
@@ -236,10 +236,10 @@ class Gate(Generic[T]):
                 continue
             self._dispatch(key, q, now, released)
             break
-        if parked:
+        if line:
             self._arm_ip(ip, self._ip_ready(ip))
         else:
-            del self._ip_parked[ip]
+            del self._ip_lines[ip]
 
     def _dispatch(self, key: str, q: deque[tuple[T, str | None]], now: float,
                   released: list[Release[T]]) -> None:
