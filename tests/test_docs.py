@@ -11,9 +11,6 @@ from scrapy_politeness.settings import DEFAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-# Pages other branches write; tolerated only while they do not exist yet (drop once merged).
-PENDING = {ROOT / "docs" / "usage" / name
-           for name in ("failures.md", "rate-limited-hosts.md", "outages.md", "pause-resume.md")}
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 
@@ -41,8 +38,6 @@ def test_relative_links_resolve(page: Path) -> None:
             continue
         path_part, _, anchor = target.partition("#")
         dest = (page.parent / path_part).resolve() if path_part else page
-        if dest in PENDING and not dest.exists():
-            continue
         if not dest.exists():
             broken.append(f"{target}: no such file")
         elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
