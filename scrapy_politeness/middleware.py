@@ -27,6 +27,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from . import persistence
 from .backends import SharedBackend, SharedHost, make_backend
+from .booking import booked_by_frontier
 from .dns import DnsCache
 from .logstats import PeriodWaits, snapshot
 from .policy import Gate, HostTable, IPTable, Release, Signal, host_key, retry_after_of
@@ -244,7 +245,7 @@ class PolitenessMiddleware:
                 del self._waiters[fut]
             self._respend(release, loop.time())
         state = self.hosts.get(key)
-        if self.backend is not None:
+        if self.backend is not None and not booked_by_frontier(request, release.ip):
             release = await self._reserve_shared(release, state, loop)
         if ip is not None and self.settings.dns_pin:
             self.dns.pin(hostname, ip)  # type: ignore[arg-type]
