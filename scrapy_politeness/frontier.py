@@ -109,6 +109,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._wake: asyncio.TimerHandle | None = None
         self._beat: asyncio.TimerHandle | None = None
         self._closed = False
+        logger.info("politeness: frontier queue %s on Redis, process id %s", self.key, self.pid)
         crawler.signals.connect(self._left, signal=signals.request_left_downloader)
         crawler.signals.connect(self._closing, signal=signals.spider_closed)
 

@@ -37,23 +37,26 @@ def seed(redis_url: str, urls: list[str], key: str = "frontier:start_urls") -> N
 
 
 def run_fleet(settings: dict[str, Any], processes: int = 3, *, timeout: float = 120.0,
-              kill: Callable[[list[subprocess.Popen[str]]], None] | None = None) -> Fleet:
-    """Start ``processes`` crawlers at once; ``kill`` (in this thread) may SIGKILL one."""
+              kill: Callable[[list[subprocess.Popen[str]], list[Path]], None] | None = None,
+              ) -> Fleet:
+    """Start ``processes`` crawlers at once; ``kill(procs, logs)`` (in this thread) may
+    SIGKILL some."""
     fleet = Fleet()
     with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
-        procs, outs = [], []
+        procs, outs, log_paths = [], [], []
         start = time.monotonic()
         for i in range(processes):
             items_out = str(Path(tmp, f"items{i}.jsonl"))
             job = {"settings": settings, "items_out": items_out}
             job_path = Path(tmp, f"job{i}.json")
             job_path.write_text(json.dumps(job), encoding="utf-8")
-            log = open(Path(tmp, f"log{i}.txt"), "w+", encoding="utf-8")  # noqa: SIM115
+            log_paths.append(Path(tmp, f"log{i}.txt"))
+            log = open(log_paths[-1], "w+", encoding="utf-8")  # noqa: SIM115
             procs.append(subprocess.Popen([sys.executable, str(SCRIPT), str(job_path)],
                                           stdout=subprocess.DEVNULL, stderr=log, text=True))
             outs.append((items_out, log))
         if kill is not None:
-            kill(procs)
+            kill(procs, log_paths)
         for p in procs:
             try:
                 p.wait(timeout)

@@ -8,17 +8,20 @@ runs the same crawl for the Redis command count it is held to.
 from __future__ import annotations
 
 import collections
+import re
 import signal
 import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
 from crawling import farm_settings
-from frontier_crawl import STOCK_QUEUE, Fleet, run_fleet, seed
+from frontier_crawl import run_fleet, seed
 from redis_server import RedisServer, redis_server_fixture
 from test_multiprocess import INTERVAL, SPEC, count_violations, describe_violations
 
@@ -51,9 +54,8 @@ def fetched(farm: Farm) -> collections.Counter[str]:
 
 
 def wanted(urls: list[str]) -> collections.Counter[str]:
-    return collections.Counter(u.split("://", 1)[1].replace(
-        u.split("://", 1)[1].split("/", 1)[0], u.split("://", 1)[1].split("/", 1)[0]
-        .split(":")[0], 1) for u in urls)
+    """``host/path`` per URL, as the farm's arrival log names them."""
+    return collections.Counter(f"{urlsplit(u).hostname}{urlsplit(u).path}" for u in urls)
 
 
 def test_three_processes_fetch_every_url_once_within_one_budget(
@@ -68,3 +70,42 @@ def test_three_processes_fetch_every_url_once_within_one_budget(
     assert count_violations(arrivals) == (0, 0), describe_violations(arrivals)
     assert sorted(i["url"] for i in fleet.items) == sorted(urls)
     assert sum("frontier/popped" in log for log in fleet.logs) >= 1
+
+
+def _pid_of(log: Path) -> str | None:
+    found = re.search(r"frontier queue \S+ on Redis, process id (\w+)", log.read_text())
+    return found.group(1) if found else None
+
+
+def test_a_killed_process_loses_nothing(farm_factory: Any, redis_server: RedisServer) -> None:
+    """SIGKILL one process while it holds requests: the others fetch them (at least once)."""
+    farm = farm_factory(SPEC)
+    urls = all_urls(farm, per_host=8)
+    seed(redis_server.url, urls)
+    client = redis.Redis.from_url(redis_server.url)
+    held: dict[bytes, bytes] = {}
+
+    def kill(procs: list[subprocess.Popen[str]], logs: list[Path]) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pid = _pid_of(logs[0])
+            lease = client.hgetall(f"frontier:requests:lease:{pid}") if pid else {}
+            if lease and len(farm.arrivals()) >= 4:
+                procs[0].send_signal(signal.SIGKILL)
+                procs[0].wait()
+                held.update(client.hgetall(f"frontier:requests:lease:{pid}"))
+                return
+            time.sleep(0.005)
+
+    fleet = run_fleet(fleet_settings(farm, redis_server), kill=kill)
+    assert held, "the victim was killed without holding a request: nothing was tested"
+    assert fleet.codes[0] == -signal.SIGKILL
+    assert fleet.codes[1:] == [0, 0], fleet.logs[1:]
+    counts = fetched(farm)
+    assert set(counts) == set(wanted(urls))  # every URL, the victim's too
+    # At least once: only what the victim held may have been fetched twice.
+    assert sum(counts.values()) - len(urls) <= len(held)
+    arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
+    assert count_violations(arrivals) == (0, 0), describe_violations(arrivals)
+    assert not list(client.scan_iter("frontier:requests:lease:*"))
+    assert client.mget("frontier:requests:len", "frontier:requests:leased") == [b"0", b"0"]

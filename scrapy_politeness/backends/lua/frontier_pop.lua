@@ -18,12 +18,12 @@ local default, floor, ceiling = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(A
 local ip_floor, margin, idle = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local looks, n_acks = tonumber(ARGV[12]), tonumber(ARGV[13])
 
+reclaim_dead(P, now)  -- before our own heartbeat: never reclaim ourselves
 redis.call('ZADD', P .. ':procs', now + lease, pid)
 if n_acks > 0 then
   local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 14, 13 + n_acks))
   if gone > 0 then redis.call('DECRBY', P .. ':leased', gone) end
 end
-reclaim_dead(P, now)
 if picks == 0 then return {'beat'} end
 
 local ns = NS .. ':ns'
