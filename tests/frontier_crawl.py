@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import signal
 import subprocess
@@ -74,3 +75,35 @@ def run_fleet(settings: dict[str, Any], processes: int = 3, *, timeout: float = 
                 fleet.items += [json.loads(line) for line in path.read_text().splitlines()
                                 if line.strip()]
     return fleet
+
+
+class CommandCounter:
+    """Counts the commands clients send to Redis (MONITOR; not those run inside scripts)."""
+
+    def __init__(self, redis_url: str) -> None:
+        import threading
+
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._client = redis.Redis.from_url(redis_url)
+        self._monitor = self._client.monitor()
+        self._monitor.__enter__()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop:
+            try:
+                entry = self._monitor.next_command()
+            except Exception:  # the connection closed: we are done
+                return
+            if entry.get("client_type") != "lua":
+                self.counts[str(entry["command"]).split(" ", 1)[0].upper()] += 1
+
+    def stop(self) -> collections.Counter[str]:
+        self._stop = True
+        self._client.ping()  # one more line so the reader sees the flag
+        self._thread.join(5)
+        self._monitor.connection.disconnect()
+        self.counts.pop("PING", None)
+        return self.counts

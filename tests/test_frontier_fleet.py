@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 from crawling import farm_settings
-from frontier_crawl import run_fleet, seed
+from frontier_crawl import STOCK_QUEUE, CommandCounter, run_fleet, seed
 from redis_server import RedisServer, redis_server_fixture
 from test_multiprocess import INTERVAL, SPEC, count_violations, describe_violations
 
@@ -109,3 +109,27 @@ def test_a_killed_process_loses_nothing(farm_factory: Any, redis_server: RedisSe
     assert count_violations(arrivals) == (0, 0), describe_violations(arrivals)
     assert not list(client.scan_iter("frontier:requests:lease:*"))
     assert client.mget("frontier:requests:len", "frontier:requests:leased") == [b"0", b"0"]
+
+
+def _commands_per_request(farm: Farm, server: RedisServer, **extra: Any) -> float:
+    client = redis.Redis.from_url(server.url)
+    client.flushall()
+    urls = all_urls(farm, per_host=6)
+    seed(server.url, urls)
+    counter = CommandCounter(server.url)
+    fleet = run_fleet(fleet_settings(farm, server, **extra))
+    counts = counter.stop()
+    assert fleet.codes == [0, 0, 0], fleet.logs
+    print(extra or "frontier", dict(counts))
+    return sum(counts.values()) / len(urls)
+
+
+def test_redis_commands_per_request_at_most_one_more_than_the_stock_queue(
+        farm_factory: Any, redis_server: RedisServer) -> None:
+    """Side by side in one run: the stock scrapy-redis queue + the plugin's backend
+    (reserve and feedback per request) against the frontier (push, pop, feedback)."""
+    stock = _commands_per_request(farm_factory(SPEC), redis_server,
+                                  SCHEDULER_QUEUE_CLASS=STOCK_QUEUE)
+    ours = _commands_per_request(farm_factory(SPEC), redis_server)
+    print(f"Redis commands per dispatched request: stock queue {stock:.2f}, frontier {ours:.2f}")
+    assert ours <= stock + 1
