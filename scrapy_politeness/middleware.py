@@ -230,12 +230,15 @@ class PolitenessMiddleware:
             if ip is None:
                 self.stats.inc_value(_STATS + "dns/failures_seen")
         submitted = loop.time()
+        bucket = self._ip_bucket(ip)  # type: ignore[arg-type]
+        # Booked by the scrapy-redis frontier's pop: that booking is the shared spend.
+        booked = self.backend is not None and booked_by_frontier(request, bucket)
         fut: asyncio.Future[Release[Any]] = loop.create_future()
-        self.gate.submit(key, self._ip_bucket(ip), fut, submitted)  # type: ignore[arg-type]
+        self.gate.submit(key, bucket, fut, submitted)
         self._pump(submitted)
         if fut.done():
             release = fut.result()
-            if self._lag > 0.0005:
+            if self._lag > 0.0005 and not booked:
                 self._respend(release, submitted)
         else:
             self._waiters[fut] = submitted
@@ -243,9 +246,10 @@ class PolitenessMiddleware:
                 release = await fut
             finally:
                 del self._waiters[fut]
-            self._respend(release, loop.time())
+            if not booked:
+                self._respend(release, loop.time())
         state = self.hosts.get(key)
-        if self.backend is not None and not booked_by_frontier(request, release.ip):
+        if self.backend is not None and not booked:
             release = await self._reserve_shared(release, state, loop)
         if ip is not None and self.settings.dns_pin:
             self.dns.pin(hostname, ip)  # type: ignore[arg-type]

@@ -20,6 +20,9 @@ from scrapy_redis.spiders import RedisSpider
 
 class FrontierSpider(RedisSpider):  # type: ignore[misc]
     name = "frontier"
+    # scrapy-redis 0.9.1 takes a batch of start URLs only when a process idles;
+    # the first process moves them all into the shared queue at once.
+    redis_batch_size = 100000
 
     def parse(self, response: Response) -> Iterator[dict[str, Any]]:
         yield {"url": response.url, "status": response.status}

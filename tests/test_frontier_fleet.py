@@ -40,7 +40,7 @@ def fleet_settings(farm: Farm, server: RedisServer, **extra: Any) -> dict[str, A
         farm, POLITENESS_DEFAULT=INTERVAL, POLITENESS_FLOOR=INTERVAL,
         POLITENESS_IP_FLOOR=INTERVAL, POLITENESS_LATENCY_RISE=100.0,
         POLITENESS_BACKEND=server.url, POLITENESS_NAMESPACE=f"fl:{uuid.uuid4().hex[:8]}",
-        REDIS_URL=server.url, REDIS_START_URLS_BATCH_SIZE=1000,
+        REDIS_URL=server.url,
         MAX_IDLE_TIME_BEFORE_CLOSE=1, **extra)
 
 
