@@ -49,6 +49,10 @@ def settings_for(config: str, scenario: Scenario, farm: Farm, url: str) -> dict[
     return settings
 
 
+def _ms(gap: float | None) -> str:
+    return "-" if gap is None else f"{gap * 1000:.0f}"
+
+
 def run(scenario: Scenario, config: str, binary: str) -> str:
     server = RedisServer(binary).start()
     try:
@@ -67,7 +71,8 @@ def run(scenario: Scenario, config: str, binary: str) -> str:
     last_first = max(first.values()) - min(first.values()) if first else 0.0
     ok = "ok" if fleet.codes == [0, 0, 0] else f"exit codes {fleet.codes}"
     return (f"| {scenario.name} | {config} | {j.requests} | {j.urls_ok}/{j.urls} | {twice} "
-            f"| {j.host_viol} | {j.ip_viol} | {j.wall:.2f} | {j.bound:.2f} | {j.ratio:.2f} "
+            f"| {j.host_viol} | {j.ip_viol} | {_ms(j.min_host_gap)} | {_ms(j.min_ip_gap)} "
+            f"| {j.wall:.2f} | {j.bound:.2f} | {j.ratio:.2f} "
             f"| {last_first:.2f} | {ok} |")
 
 
@@ -81,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit("redis-server is not installed (apt-get install -y redis-server)")
     print("| scenario | queue | requests | URLs ok | fetched twice | host viol | IP viol "
           "| wall s | T* s | wall/T* | last host's first start s | processes |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    print("| --- | --- |" + " ---: |" * 12 + " --- |")
     for name in args.scenarios.split(","):
         scenario = SCENARIOS[name](args.quick)
         for config in CONFIGS:

@@ -13,16 +13,20 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from scrapy import Request
 
-__all__ = ["BOOKED_META", "booked_by_frontier"]
+__all__ = ["BOOKED_META", "booked_start"]
 
 BOOKED_META = "politeness_booked"
-_ABSENT = object()
 
 
-def booked_by_frontier(request: Request, ip: str | None) -> bool:
-    """True when the frontier booked this request's host and exactly this IP bucket.
+def booked_start(request: Request, ip: str | None) -> float | None:
+    """The start the frontier booked for this request (event-loop clock), or None.
 
-    ``ip`` is the bucket the gate released it under (None: no IP bucket). A
-    different one (the name resolved elsewhere since) is booked as usual.
+    None unless it booked the host and exactly the IP bucket ``ip`` (None: no
+    IP bucket) the gate uses: a name that resolved differently since is
+    booked by the middleware as usual. The value is ``{"ip": ..., "at": ...}``.
     """
-    return bool(request.meta.get(BOOKED_META, _ABSENT) == ip)
+    booked = request.meta.get(BOOKED_META)
+    if not isinstance(booked, dict) or booked.get("ip") != ip:
+        return None
+    at = booked.get("at")
+    return float(at) if isinstance(at, (int, float)) else None

@@ -58,6 +58,9 @@ _LEASE = 10.0  # seconds without a heartbeat before a process's leases go back
 _IP_TTL = 600.0  # how long a host's shared IP bucket is trusted
 _RESOLVE_HOLD = 2.0  # how long a host waits for someone to write its IP
 _LOOKS = 16  # hosts re-filed per pop before answering "wait"
+# A request eligible this soon is handed out, booked at its eligible instant; the
+# middleware sleeps until it, so the engine's latency cannot shift the start.
+_LEAD = 0.05
 _MAX_QUIET = 0.5  # the longest a process goes without asking (work pushed elsewhere)
 _IDLE_MARGIN = 60.0  # the Redis backend's default: booked keys outlive their wait by this
 _NETWORK_SCHEMES = frozenset(("http", "https"))
@@ -147,7 +150,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             self._leases[request] = _text(reply[2])
             booked = int(reply[4])
             if booked != 2:
-                request.meta[BOOKED_META] = _text(reply[3]) if booked else None
+                request.meta[BOOKED_META] = {"ip": _text(reply[3]) if booked else None,
+                                             "at": now + float(_text(reply[5]))}
             self.stats.inc_value(_STATS + "popped")
             self._start_heartbeat()
             return request
@@ -164,7 +168,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         acks, self._acks = self._acks, []
         reply: list[Any] = self._scripts["pop"](args=[
             self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
-            len(acks), *acks])
+            _LEAD, len(acks), *acks])
         return reply
 
     def _route(self, request: Request) -> tuple[str, str]:

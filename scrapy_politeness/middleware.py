@@ -27,7 +27,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from . import persistence
 from .backends import SharedBackend, SharedHost, make_backend
-from .booking import booked_by_frontier
+from .booking import booked_start
 from .dns import DnsCache
 from .logstats import PeriodWaits, snapshot
 from .policy import Gate, HostTable, IPTable, Release, Signal, host_key, retry_after_of
@@ -214,7 +214,7 @@ class PolitenessMiddleware:
         return Hint(key, ip, host_ready, ip_at + margin if ip_at else 0.0, interval,
                     ip_interval)
 
-    async def process_request(self, request: Request) -> None:
+    async def process_request(self, request: Request) -> None:  # noqa: PLR0915 (split soon)
         parsed = urlparse_cached(request)
         if parsed.scheme not in _NETWORK_SCHEMES or not parsed.hostname:
             return
@@ -232,13 +232,13 @@ class PolitenessMiddleware:
         submitted = loop.time()
         bucket = self._ip_bucket(ip)  # type: ignore[arg-type]
         # Booked by the scrapy-redis frontier's pop: that booking is the shared spend.
-        booked = self.backend is not None and booked_by_frontier(request, bucket)
+        booked = booked_start(request, bucket) if self.backend is not None else None
         fut: asyncio.Future[Release[Any]] = loop.create_future()
         self.gate.submit(key, bucket, fut, submitted)
         self._pump(submitted)
         if fut.done():
             release = fut.result()
-            if self._lag > 0.0005 and not booked:
+            if self._lag > 0.0005 and booked is None:
                 self._respend(release, submitted)
         else:
             self._waiters[fut] = submitted
@@ -246,10 +246,13 @@ class PolitenessMiddleware:
                 release = await fut
             finally:
                 del self._waiters[fut]
-            if not booked:
+            if booked is None:
                 self._respend(release, loop.time())
         state = self.hosts.get(key)
-        if self.backend is not None and not booked:
+        if booked is not None:
+            if booked > loop.time():  # start on the booked instant, as a reserve's sleep
+                await asyncio.sleep(booked - loop.time())
+        elif self.backend is not None:
             release = await self._reserve_shared(release, state, loop)
         if ip is not None and self.settings.dns_pin:
             self.dns.pin(hostname, ip)  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ from scrapy_politeness.backends.redis import _script
 from scrapy_politeness.frontier import _script_source
 
 P, NS = "spider:requests", "politeness:test"
-INTERVAL, MARGIN, IP_FLOOR = 0.3, 0.01, 0.3
+INTERVAL, MARGIN, IP_FLOOR, LEAD = 0.3, 0.01, 0.3, 0.05
 
 
 @pytest.fixture
@@ -46,7 +46,7 @@ class Frontier:
             acks: tuple[str, ...] = ()) -> list[Any]:
         reply: list[Any] = self.s["pop"](args=[
             P, NS, pid, lease, picks, INTERVAL, INTERVAL, 60.0, IP_FLOOR, MARGIN, 60.0, 16,
-            len(acks), *acks])
+            LEAD, len(acks), *acks])
         return [x.decode() if isinstance(x, bytes) else x for x in reply]
 
     def drain(self, pid: str = "p1") -> list[str]:
@@ -90,7 +90,7 @@ def test_pop_books_host_and_ip_on_the_keys_reserve_reads(redis_server: RedisServ
     before = f.now()
     reply = f.pop()
     assert reply[:2] == ["req", "r1"]
-    assert reply[3:] == ["127.2.0.1", 1]
+    assert reply[3:5] == ["127.2.0.1", 1]
     start = float(f.r.hget(f"{NS}:host:a.test", "last_start"))
     assert before <= start <= f.now()
     assert float(f.r.get(f"{NS}:ip:127.2.0.1")) == pytest.approx(start + IP_FLOOR, abs=1e-9)
@@ -102,6 +102,23 @@ def test_pop_books_host_and_ip_on_the_keys_reserve_reads(redis_server: RedisServ
     assert delay > INTERVAL + MARGIN - (f.now() - start) - 1e-6
 
 
+def test_a_host_due_within_the_lead_is_booked_at_its_instant(
+        redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("b.test", "r2", ip="127.2.0.2")
+    due = f.now() + 0.03  # within the lead: handed out now, booked for then
+    f.r.hset(f"{NS}:host:a.test", "last_start", repr(due - INTERVAL - MARGIN))
+    f.r.hset(f"{NS}:host:b.test", "last_start", repr(due + 0.1 - INTERVAL - MARGIN))
+    reply = f.pop()
+    assert reply[1] == "r1"
+    assert float(f.r.hget(f"{NS}:host:a.test", "last_start")) == pytest.approx(due, abs=1e-6)
+    assert 0.0 < float(reply[5]) <= 0.03
+    kind, wait = f.pop()  # b is due in 0.13 s: asked again 0.08 s from now
+    assert kind == "wait"
+    assert 0.05 < float(wait) <= 0.13 - LEAD
+
+
 def test_a_host_booked_elsewhere_is_not_handed_out(redis_server: RedisServer) -> None:
     f = Frontier(redis_server)
     f.push("a.test", "r1")
@@ -109,7 +126,7 @@ def test_a_host_booked_elsewhere_is_not_handed_out(redis_server: RedisServer) ->
     f.r.hset(f"{NS}:host:a.test", "last_start", repr(booked))
     kind, wait = f.pop()
     assert kind == "wait"
-    assert float(wait) == pytest.approx(booked + INTERVAL + MARGIN - f.now(), abs=0.05)
+    assert float(wait) == pytest.approx(booked + INTERVAL + MARGIN - LEAD - f.now(), abs=0.05)
     assert f.r.zscore(f"{P}:hosts", "a.test") == pytest.approx(booked + INTERVAL + MARGIN)
     assert f.length() == (1, 0)
 
@@ -124,7 +141,7 @@ def test_a_busy_ip_holds_every_host_on_it(redis_server: RedisServer) -> None:
     assert {first[1], second[1]} in ({"a1", "c1"}, {"b1", "c1"})
     kind, wait = f.pop()  # the other host on 127.2.0.1 waits for the IP
     assert kind == "wait"
-    assert 0.2 < float(wait) <= IP_FLOOR + MARGIN
+    assert 0.2 < float(wait) <= IP_FLOOR + MARGIN - LEAD
 
 
 def test_an_unresolved_host_waits_for_its_ip_then_books_it(redis_server: RedisServer) -> None:
@@ -132,18 +149,18 @@ def test_an_unresolved_host_waits_for_its_ip_then_books_it(redis_server: RedisSe
     f.push("a.test", "r1", ip="?", hold=30.0)
     kind, wait = f.pop()
     assert kind == "wait"
-    assert 29.0 < float(wait) <= 30.0
+    assert 29.0 < float(wait) <= 30.0 - LEAD
     f.s["ip"](args=[P, "a.test", "127.2.0.7", 600])
     reply = f.pop()
     assert reply[1] == "r1"
-    assert reply[3:] == ["127.2.0.7", 1]
+    assert reply[3:5] == ["127.2.0.7", 1]
     assert f.r.exists(f"{NS}:ip:127.2.0.7")
 
 
 def test_no_ip_bucket_books_the_host_only(redis_server: RedisServer) -> None:
     f = Frontier(redis_server)
     f.push("a.test", "r1", ip="")
-    assert f.pop()[3:] == ["", 0]
+    assert f.pop()[3:5] == ["", 0]
     assert f.r.exists(f"{NS}:host:a.test")
     assert not list(f.r.scan_iter(f"{NS}:ip:*"))
 
@@ -155,7 +172,7 @@ def test_a_host_override_paces_at_its_own_interval(redis_server: RedisServer) ->
     f.pop()
     kind, wait = f.pop()
     assert kind == "wait"
-    assert 4.9 < float(wait) <= 5.0 + MARGIN
+    assert 4.9 < float(wait) <= 5.0 + MARGIN - LEAD
 
 
 def test_a_dead_process_gives_its_requests_back(redis_server: RedisServer) -> None:

@@ -6,22 +6,26 @@
 -- host and IP instants are reserve.lua's: last_start + interval + margin,
 -- not_before + margin, the IP key + margin; server clock only.
 --
--- ARGV: P NS pid lease picks default floor ceiling ip_floor margin idle looks n_acks acks...
+-- ARGV: P NS pid lease picks default floor ceiling ip_floor margin idle looks lead
+--       n_acks acks...
 --   pid/lease: this process and how long its heartbeat lasts; picks 0 = heartbeat only
+--   lead: a request eligible within this many seconds is handed out, booked at
+--         its eligible instant (the middleware sleeps until it: the engine's
+--         latency from here to the download then cannot shift the start)
 --   acks: request ids this process finished (their leases end)
--- Returns {'req', data, id, ip, booked}, {'wait', seconds}, {'empty'} or {'beat'};
+-- Returns {'req', data, id, ip, booked, delay}, {'wait', seconds}, {'empty'} or {'beat'};
 --   booked: 0 no IP bucket, 1 the IP booked too, 2 IP unknown (host booked only)
 local now = now_of_server()
 local P, NS, pid = ARGV[1], ARGV[2], ARGV[3]
 local lease, picks = tonumber(ARGV[4]), tonumber(ARGV[5])
 local default, floor, ceiling = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local ip_floor, margin, idle = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local looks, n_acks = tonumber(ARGV[12]), tonumber(ARGV[13])
+local looks, lead, n_acks = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
 
 reclaim_dead(P, now)  -- before our own heartbeat: never reclaim ourselves
 redis.call('ZADD', P .. ':procs', now + lease, pid)
 if n_acks > 0 then
-  local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 14, 13 + n_acks))
+  local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 15, 14 + n_acks))
   if gone > 0 then redis.call('DECRBY', P .. ':leased', gone) end
 end
 if picks == 0 then return {'beat'} end
@@ -35,7 +39,7 @@ for _ = 1, looks do
   local top = redis.call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
   if #top == 0 then return {'empty'} end
   local key, at = top[1], tonumber(top[2])
-  if at > now then return {'wait', fmt(at - now)} end
+  if at > now + lead then return {'wait', fmt(at - lead - now)} end
   local q = P .. ':q:' .. key
   local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
   if #head == 0 then
@@ -66,23 +70,24 @@ for _ = 1, looks do
         if ip_next and ip_next + margin > ready then ready = ip_next + margin end
       end
     end
-    if ready > now then
+    if ready > now + lead then
       redis.call('ZADD', hosts, ready, key)  -- not yet: re-file it at its real instant
     else
       local member, score = head[1], head[2]
       redis.call('ZREM', q, member)
-      if hkey then  -- book both buckets exactly as reserve.lua does, start = now
-        redis.call('HSET', hkey, 'last_start', fmt(now))
+      local start = ready
+      if hkey then  -- book both buckets exactly as reserve.lua does
+        redis.call('HSET', hkey, 'last_start', fmt(start))
         local keep = c
         if crawl_delay > keep then keep = crawl_delay end
         if not_before - now > keep then keep = not_before - now end
-        if interval > keep then keep = interval end
+        if start + interval - now > keep then keep = start + interval - now end
         redis.call('PEXPIRE', hkey, math.ceil((keep + idle) * 1000))
-        local horizon = now + interval
+        local horizon = start + interval
         if ipkey then
           local spacing = host_clamp(adaptive, 0, f, c)
           if ip_floor > spacing then spacing = ip_floor end
-          local nxt = now + spacing
+          local nxt = start + spacing
           if not ip_next or nxt > ip_next then
             redis.call('SET', ipkey, fmt(nxt), 'PX', math.ceil((nxt - now + idle) * 1000))
           end
@@ -92,7 +97,7 @@ for _ = 1, looks do
         if redis.call('PTTL', ns) < want then redis.call('PEXPIRE', ns, want) end
       end
       if redis.call('EXISTS', q) == 1 then
-        redis.call('ZADD', hosts, now + interval + margin, key)
+        redis.call('ZADD', hosts, start + interval + margin, key)
       else
         redis.call('ZREM', hosts, key)
       end
@@ -102,12 +107,12 @@ for _ = 1, looks do
       redis.call('INCR', P .. ':leased')
       local booked = 0  -- no IP bucket; 1: the IP booked; 2: IP unknown, host only
       if ipkey then booked = 1 elseif not ip then booked = 2 end
-      return {'req', string.sub(member, 17), id, ip or '', booked}
+      return {'req', string.sub(member, 17), id, ip or '', booked, fmt(start - now)}
     end
   end
 end
 local top = redis.call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
 if #top == 0 then return {'empty'} end
-local wait = tonumber(top[2]) - now
+local wait = tonumber(top[2]) - lead - now
 if wait < 0 then wait = 0 end
 return {'wait', fmt(wait)}
