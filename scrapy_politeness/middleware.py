@@ -249,6 +249,11 @@ class PolitenessMiddleware:
             if booked is None:
                 self._respend(release, loop.time())
         state = self.hosts.get(key)
+        if booked is not None and loop.time() > booked + self.settings.send_margin:
+            # It reached us after its booked start (DNS, a busy loop): sending now
+            # would crowd the next booking, so book afresh (conservative).
+            booked = None
+            self.stats.inc_value(_STATS + "frontier/rebooked")
         if booked is not None:
             if booked > loop.time():  # start on the booked instant, as a reserve's sleep
                 await asyncio.sleep(booked - loop.time())

@@ -25,7 +25,9 @@ class FrontierSpider(RedisSpider):  # type: ignore[misc]
     redis_batch_size = 100000
 
     def parse(self, response: Response) -> Iterator[dict[str, Any]]:
-        yield {"url": response.url, "status": response.status}
+        yield {"url": response.url, "status": response.status,
+               "booked": response.meta.get("politeness_booked"),
+               "politeness": response.meta.get("politeness")}
 
 
 def main(path: str) -> None:
