@@ -109,6 +109,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._acks: list[str] = []
         self._resolving: dict[str, asyncio.Task[None]] = {}
         self._quiet_until = 0.0
+        self._pending_until = 0.0
         self._wake: asyncio.TimerHandle | None = None
         self._beat: asyncio.TimerHandle | None = None
         self._closed = False
@@ -121,6 +122,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
     def __len__(self) -> int:
         """Queued plus handed out and unfinished (in any process): a process
         stays open while another may still push, or die and give work back."""
+        if clock() < self._pending_until:  # our last pop saw queued requests: no round trip
+            return 1
         queued, leased = self.server.mget(self.key + ":len", self.key + ":leased")
         return max(0, int(queued or 0)) + max(0, int(leased or 0))
 
@@ -154,9 +157,16 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
                                              "at": now + float(_text(reply[5]))}
             self.stats.inc_value(_STATS + "popped")
             self._start_heartbeat()
+            next_in = float(_text(reply[6]))
+            if next_in != 0:  # nothing else due now: the engine's next pull stays local
+                self._quiet(now, next_in if next_in > 0 else _MAX_QUIET)
+                if next_in > 0:
+                    self._pending_until = self._quiet_until
             return request
         wait = float(_text(reply[1])) if kind == "wait" else _MAX_QUIET
         self._quiet(now, wait)
+        if kind == "wait":  # something is queued (here or elsewhere) until then at least
+            self._pending_until = self._quiet_until
         return None
 
     def clear(self) -> None:

@@ -13,7 +13,7 @@
 --         its eligible instant (the middleware sleeps until it: the engine's
 --         latency from here to the download then cannot shift the start)
 --   acks: request ids this process finished (their leases end)
--- Returns {'req', data, id, ip, booked, delay}, {'wait', seconds}, {'empty'} or {'beat'};
+-- Returns {'req', data, id, ip, booked, delay, next_in}, {'wait', seconds}, {'empty'} or {'beat'};
 --   booked: 0 no IP bucket, 1 the IP booked too, 2 IP unknown (host booked only)
 local now = now_of_server()
 local P, NS, pid = ARGV[1], ARGV[2], ARGV[3]
@@ -107,7 +107,16 @@ for _ = 1, looks do
       redis.call('INCR', P .. ':leased')
       local booked = 0  -- no IP bucket; 1: the IP booked; 2: IP unknown, host only
       if ipkey then booked = 1 elseif not ip then booked = 2 end
-      return {'req', string.sub(member, 17), id, ip or '', booked, fmt(start - now)}
+      -- when to ask next (-1: nothing queued), so the engine's immediate next
+      -- pull is answered without a round trip
+      local nxt_top = redis.call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
+      local next_in = -1
+      if #nxt_top > 0 then
+        next_in = tonumber(nxt_top[2]) - lead - now
+        if next_in < 0 then next_in = 0 end
+      end
+      return {'req', string.sub(member, 17), id, ip or '', booked, fmt(start - now),
+              fmt(next_in)}
     end
   end
 end
