@@ -98,6 +98,10 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self.namespace = settings.namespace or f"politeness:{bot}"
         self._settings = settings
         backend = self._mw.backend if self._mw is not None else None
+        if backend is None:
+            logger.warning("politeness: the frontier queue shares the buckets, but with "
+                           "POLITENESS_BACKEND = 'memory' each process adapts its intervals "
+                           "alone; set POLITENESS_BACKEND to the REDIS_URL")
         idle = getattr(backend, "idle_margin", _IDLE_MARGIN)
         config = settings.config
         self._config_args = [config.default, config.floor, config.ceiling, config.ip_floor,
@@ -211,6 +215,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
                 self._scripts["ip"](args=[self.key, hint.key, hint.ip or "", _IP_TTL])
                 self._quiet_until = 0.0
                 wake_engine(self.crawler)
+        except Exception:  # Redis away: the host is handed out after the hold (host only)
+            logger.debug("politeness: could not share the IP of %s", hostname, exc_info=True)
         finally:
             del self._resolving[hostname]
 

@@ -232,7 +232,7 @@ class PolitenessMiddleware:
         submitted = loop.time()
         bucket = self._ip_bucket(ip)  # type: ignore[arg-type]
         # Booked by the scrapy-redis frontier's pop: that booking is the shared spend.
-        booked = booked_start(request, bucket) if self.backend is not None else None
+        booked = booked_start(request, bucket)
         fut: asyncio.Future[Release[Any]] = loop.create_future()
         self.gate.submit(key, bucket, fut, submitted)
         self._pump(submitted)
@@ -249,7 +249,8 @@ class PolitenessMiddleware:
             if booked is None:
                 self._respend(release, loop.time())
         state = self.hosts.get(key)
-        if booked is not None and loop.time() > booked + self.settings.send_margin:
+        if (booked is not None and self.backend is not None
+                and loop.time() > booked + self.settings.send_margin):
             # It reached us after its booked start (DNS, a busy loop): sending now
             # would crowd the next booking, so book afresh (conservative).
             booked = None
