@@ -151,6 +151,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         if now < self._quiet_until or self._closed:
             return None
         reply = self._run_pop(1)
+        now = clock()  # after the reply: a delay read against it can only start late
         kind = _text(reply[0])
         if kind == "req":
             request: Request = self._decode_request(reply[1])
