@@ -14,6 +14,7 @@ arrivals: wall / T*, host and IP violations, every URL fetched once.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 import uuid
@@ -69,11 +70,13 @@ def run(scenario: Scenario, config: str, binary: str) -> str:
     for a in sorted(arrivals, key=lambda a: a.t):
         first.setdefault(a.host, a.t)
     last_first = max(first.values()) - min(first.values()) if first else 0.0
+    rebooked = sum(int(m) for log in fleet.logs
+                   for m in re.findall(r"'politeness/frontier/rebooked': (\d+)", log))
     ok = "ok" if fleet.codes == [0, 0, 0] else f"exit codes {fleet.codes}"
     return (f"| {scenario.name} | {config} | {j.requests} | {j.urls_ok}/{j.urls} | {twice} "
             f"| {j.host_viol} | {j.ip_viol} | {_ms(j.min_host_gap)} | {_ms(j.min_ip_gap)} "
             f"| {j.wall:.2f} | {j.bound:.2f} | {j.ratio:.2f} "
-            f"| {last_first:.2f} | {ok} |")
+            f"| {last_first:.2f} | {rebooked} | {ok} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     if binary is None:
         sys.exit("redis-server is not installed (apt-get install -y redis-server)")
     print("| scenario | queue | requests | URLs ok | fetched twice | host viol | IP viol "
-          "| wall s | T* s | wall/T* | last host's first start s | processes |")
-    print("| --- | --- |" + " ---: |" * 12 + " --- |")
+          "| min host gap ms | min IP gap ms | wall s | T* s | wall/T* "
+          "| last host's first start s | rebooked | processes |")
+    print("| --- | --- |" + " ---: |" * 13 + " --- |")
     for name in args.scenarios.split(","):
         scenario = SCENARIOS[name](args.quick)
         for config in CONFIGS:
