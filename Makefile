@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dev,redis,plot]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dev,redis,scrapy-redis,plot]'
 	touch $(STAMP)
 
 demo: $(STAMP)

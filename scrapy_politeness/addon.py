@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 
 _MW_PATH = "scrapy_politeness.PolitenessMiddleware"
 _PQ_PATH = "scrapy_politeness.pqueue.PolitenessAwarePriorityQueue"
+_FRONTIER_PATH = "scrapy_politeness.frontier.PolitenessFrontierQueue"
 
 
 def _is(component: Any, cls: type) -> bool:
@@ -66,6 +67,7 @@ class Addon:
         _force(settings, "DOWNLOAD_DELAY_JITTER", 0,
                "the politeness middleware spaces requests exactly")
         self._queue(settings)
+        _set_scheduler_queue(settings)
 
     @staticmethod
     def _queue(settings: BaseSettings) -> None:
@@ -79,3 +81,32 @@ class Addon:
             logger.warning("scrapy-politeness keeps your SCHEDULER_PRIORITY_QUEUE %r: requests "
                            "held in the gate can then block others (%s is the gate-aware one)",
                            chosen, _PQ_PATH)
+
+
+def _set_scheduler_queue(settings: BaseSettings) -> None:
+    """Give scrapy-redis's scheduler the politeness-aware frontier queue.
+
+    scrapy-redis's scheduler (or a subclass, under any import path) never
+    reads ``SCHEDULER_PRIORITY_QUEUE``; its queue is ``SCHEDULER_QUEUE_CLASS``,
+    set here at addon priority so a user's own choice wins. Any other
+    scheduler that is not Scrapy's also bypasses the politeness-aware queue:
+    requests then wait in the gate holding ``CONCURRENT_REQUESTS``, so say so.
+    """
+    from scrapy.core.scheduler import Scheduler
+    from scrapy.utils.misc import load_object
+
+    scheduler = settings.get("SCHEDULER")
+    cls = load_object(scheduler) if isinstance(scheduler, str) else scheduler
+    # By the MRO: Scrapy's BaseScheduler claims every class with its methods.
+    if not isinstance(cls, type) or Scheduler in cls.__mro__:
+        return
+    try:
+        from scrapy_redis.scheduler import Scheduler as RedisScheduler
+    except ImportError:
+        RedisScheduler = None
+    if RedisScheduler is not None and RedisScheduler in cls.__mro__:
+        settings.set("SCHEDULER_QUEUE_CLASS", _FRONTIER_PATH, priority="addon")
+        return
+    logger.warning("scrapy-politeness: SCHEDULER %s does not use the politeness-aware "
+                   "queue (SCHEDULER_PRIORITY_QUEUE): requests will wait in the "
+                   "middleware holding CONCURRENT_REQUESTS slots", scheduler)

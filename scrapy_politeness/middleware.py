@@ -28,6 +28,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from .backends import make_backend
+from .booking import booked_start
 from .dns import DnsCache
 from .drops import Drops
 from .failures import classify_exception
@@ -174,15 +175,18 @@ class PolitenessMiddleware:
             loop = self.loop = asyncio.get_running_loop()
         ip = await self._address(hostname, key, loop)
         submitted = self.slip.seen = loop.time()
-        release, waited_in_gate = await self.driver.wait(key, self.keys.ip_bucket(ip),
-                                                         submitted)
-        if waited_in_gate:
+        bucket = self.keys.ip_bucket(ip)
+        booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
+        release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
+        if booked is not None:  # that booking is the shared spend: no local respend
+            booked = await self._start_as_booked(booked, loop)
+        elif waited_in_gate:
             self.slip.respend(release, loop.time())
         elif self.slip.lag > 0.0005:
             self.slip.respend(release, submitted)
         state = self.hosts.get(key)
         covered = math.inf
-        if self.shared is not None:
+        if self.shared is not None and booked is None:
             try:
                 release, covered = await self.shared.reserve(release, state, loop)
             except BaseException:
@@ -203,6 +207,22 @@ class PolitenessMiddleware:
         }
         self.observer.dispatched(now, key, state, ip=ip, url=request.url, waited=waited,
                                  interval=release.interval)
+
+    async def _start_as_booked(self, booked: float,
+                               loop: asyncio.AbstractEventLoop) -> float | None:
+        """Sleep until the start the frontier booked; None when it must be booked afresh.
+
+        A request that reached us after its booked start (DNS, a busy loop) would
+        crowd the next booking if sent now: with a shared backend it is booked
+        again (conservative).
+        """
+        now = loop.time()
+        if self.shared is not None and now > booked + self.settings.send_margin:
+            self.stats.inc_value(STATS + "frontier/rebooked")
+            return None
+        if booked > now:
+            await asyncio.sleep(booked - now)
+        return booked
 
     async def _address(self, hostname: str, key: str,
                        loop: asyncio.AbstractEventLoop) -> str:

@@ -1,0 +1,102 @@
+"""Three scrapy-redis processes on one Redis: the frontier queue vs the stock queue.
+
+    .venv/bin/python -m bench.frontier [--quick] [--scenarios head-of-line,broad,shared-ip]
+
+Per scenario, side by side in one run, each on a fresh redis-server and farm:
+``frontier`` (scrapy-redis's scheduler + the add-on, which picks
+:class:`~scrapy_politeness.frontier.PolitenessFrontierQueue`) and ``stock-queue``
+(the same, with ``SCHEDULER_QUEUE_CLASS = scrapy_redis.queue.PriorityQueue``:
+the plugin's gate and Redis backend only). URLs are seeded into scrapy-redis's
+start URLs key in the scenario's order. Judged on the farm's server-side
+arrivals: wall / T*, host and IP violations, every URL fetched once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from frontier_crawl import STOCK_QUEUE, run_fleet, seed
+from redis_server import RedisServer
+
+from scrapy_politeness._sitefarm import Farm
+
+from .metrics import judge
+from .scenarios import Scenario, broad, head_of_line, shared_ip
+
+SCENARIOS = {"head-of-line": head_of_line, "broad": broad, "shared-ip": shared_ip}
+CONFIGS = ("frontier", "stock-queue")
+
+
+def settings_for(config: str, scenario: Scenario, farm: Farm, url: str) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "ADDONS": {"scrapy_politeness.Addon": 300}, "ROBOTSTXT_OBEY": False,
+        "CONCURRENT_REQUESTS": scenario.concurrent_requests,
+        "POLITENESS_DEFAULT": scenario.interval, "POLITENESS_FLOOR": scenario.interval,
+        "POLITENESS_IP_FLOOR": scenario.ip_floor, "POLITENESS_DNS_NAMESERVERS": [farm.dns],
+        "POLITENESS_BACKEND": url, "POLITENESS_NAMESPACE": f"bench:{uuid.uuid4().hex[:8]}",
+        "REDIS_URL": url,
+        "MAX_IDLE_TIME_BEFORE_CLOSE": 1, **scenario.extra}
+    if config == "stock-queue":
+        settings["SCHEDULER_QUEUE_CLASS"] = STOCK_QUEUE
+    return settings
+
+
+def _ms(gap: float | None) -> str:
+    return "-" if gap is None else f"{gap * 1000:.0f}"
+
+
+def run(scenario: Scenario, config: str, binary: str) -> str:
+    server = RedisServer(binary).start()
+    try:
+        with Farm(scenario.spec) as farm:
+            seed(server.url, [farm.url(h, p) for h, p in scenario.urls])
+            fleet = run_fleet(settings_for(config, scenario, farm, server.url), timeout=300)
+            arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
+    finally:
+        server.stop()
+    j = judge(scenario, arrivals)
+    counts = Counter((a.host, a.path) for a in arrivals)
+    twice = sum(n - 1 for n in counts.values())
+    first: dict[str, float] = {}
+    for a in sorted(arrivals, key=lambda a: a.t):
+        first.setdefault(a.host, a.t)
+    last_first = max(first.values()) - min(first.values()) if first else 0.0
+    rebooked = sum(int(m) for log in fleet.logs
+                   for m in re.findall(r"'politeness/frontier/rebooked': (\d+)", log))
+    ok = "ok" if fleet.codes == [0, 0, 0] else f"exit codes {fleet.codes}"
+    return (f"| {scenario.name} | {config} | {j.requests} | {j.urls_ok}/{j.urls} | {twice} "
+            f"| {j.host_viol} | {j.ip_viol} | {_ms(j.min_host_gap)} | {_ms(j.min_ip_gap)} "
+            f"| {j.wall:.2f} | {j.bound:.2f} | {j.ratio:.2f} "
+            f"| {last_first:.2f} | {rebooked} | {ok} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    args = parser.parse_args(argv)
+    binary = shutil.which("redis-server")
+    if binary is None:
+        sys.exit("redis-server is not installed (apt-get install -y redis-server)")
+    print("| scenario | queue | requests | URLs ok | fetched twice | host viol | IP viol "
+          "| min host gap ms | min IP gap ms | wall s | T* s | wall/T* "
+          "| last host's first start s | rebooked | processes |")
+    print("| --- | --- |" + " ---: |" * 13 + " --- |")
+    for name in args.scenarios.split(","):
+        scenario = SCENARIOS[name](args.quick)
+        for config in CONFIGS:
+            print(run(scenario, config, binary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+-- _frontier.lua: prepended (after _host.lua) to the frontier_*.lua scripts.
+--
+-- The frontier's keys, all under the scrapy-redis queue key P:
+--   P:q:<host key>   ZSET of requests: score -priority, member 16 hex digits of a
+--                    push counter + the serialised request (FIFO within a priority)
+--   P:hosts          ZSET host key -> earliest instant (server clock) it may be
+--                    eligible: a lower bound, re-evaluated when it reaches the top
+--   P:ip:<host key>  the host's IP bucket ('' = none), written once resolved, TTL
+--   P:cfg            host key -> "default floor ceiling" for POLITENESS_HOSTS overrides
+--   P:len, P:leased  queued and handed-out request counts
+--   P:procs          ZSET process id -> heartbeat deadline
+--   P:lease:<pid>    HASH request id -> msgpack {host key, score, member}: what a
+--                    process holds until its response; requeued if it dies
+
+local function now_of_server()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+
+-- Put every request leased by process ``pid`` back into its host queue.
+local function requeue(P, pid, now)
+  local lk = P .. ':lease:' .. pid
+  local all = redis.call('HGETALL', lk)
+  local n = 0
+  for i = 2, #all, 2 do
+    local e = cmsgpack.unpack(all[i])
+    redis.call('ZADD', P .. ':q:' .. e[1], e[2], e[3])
+    redis.call('ZADD', P .. ':hosts', 'NX', now, e[1])
+    n = n + 1
+  end
+  redis.call('DEL', lk)
+  redis.call('ZREM', P .. ':procs', pid)
+  if n > 0 then
+    redis.call('INCRBY', P .. ':len', n)
+    redis.call('DECRBY', P .. ':leased', n)
+  end
+  return n
+end
+
+-- At most one process whose heartbeat ran out per call: O(its leases).
+local function reclaim_dead(P, now)
+  local dead = redis.call('ZRANGEBYSCORE', P .. ':procs', '-inf', now, 'LIMIT', 0, 1)
+  if #dead == 0 then return 0 end
+  return requeue(P, dead[1], now)
+end

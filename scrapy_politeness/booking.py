@@ -1,0 +1,32 @@
+"""The meta marker by which the scrapy-redis frontier tells the middleware a
+request's start is already booked on the shared buckets.
+
+The frontier's pop books the host and IP buckets in the same Redis script that
+picks the request (:mod:`scrapy_politeness.frontier`); booking again in the
+middleware would spend the budget twice. The local gate still enforces.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+__all__ = ["BOOKED_META", "booked_start"]
+
+BOOKED_META = "politeness_booked"
+
+
+def booked_start(request: Request, ip: str | None) -> float | None:
+    """The start the frontier booked for this request (event-loop clock), or None.
+
+    None unless it booked the host and exactly the IP bucket ``ip`` (None: no
+    IP bucket) the gate uses: a name that resolved differently since is
+    booked by the middleware as usual. The value is ``{"ip": ..., "at": ...}``.
+    """
+    booked = request.meta.get(BOOKED_META)
+    if not isinstance(booked, dict) or booked.get("ip") != ip:
+        return None
+    at = booked.get("at")
+    return float(at) if isinstance(at, (int, float)) else None

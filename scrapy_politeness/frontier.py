@@ -1,0 +1,266 @@
+"""A politeness-aware scrapy-redis queue: one frontier shared by N processes.
+
+scrapy-redis's scheduler never reads ``SCHEDULER_PRIORITY_QUEUE``, so with it
+requests would wait in the middleware's gate holding ``CONCURRENT_REQUESTS``,
+and its priority queue pops equal-priority requests grouped by host
+(head-of-line blocking across every process). :class:`PolitenessFrontierQueue`
+(``SCHEDULER_QUEUE_CLASS``; the add-on sets it) keeps requests per host key in
+Redis plus a shared index of when each host key becomes eligible. Its pop is
+ONE Lua script that picks a request whose host and IP buckets are both
+eligible now on the server's clock, and books both on the very keys the Redis
+backend's ``reserve`` books, so no two processes hand out starts the budget
+cannot take and no process idles while a host is ready. The request carries
+:data:`~scrapy_politeness.booking.BOOKED_META`; the middleware then skips its
+own booking and still enforces locally.
+
+The IP: a push is synchronous and may come before the name is resolved. The
+pushing process resolves it in the background and writes the host's IP
+bucket to Redis (``<queue key>:ip:<host key>``, TTL ``_IP_TTL``); until then
+the host is held up to ``_RESOLVE_HOLD``, after which it is handed out with
+its host bucket booked only and the middleware books host and IP as usual.
+
+Delivery is at-least-once: a popped request is leased to its process until
+the request leaves the downloader (acknowledged on the process's next pop).
+A process whose heartbeat (every pop, and every ``_LEASE / 4`` s) stops for
+``_LEASE`` seconds has its leases put back by the next pop anywhere, so a
+killed process loses nothing; a request it had sent but not finished may be
+fetched a second time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy_redis.queue import Base
+
+from .booking import BOOKED_META
+from .dns import DnsCache
+from .policy import host_key
+from .pqueue import _gate_of, clock, wake_engine
+from .settings import PolitenessSettings
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+
+    from .middleware import PolitenessMiddleware
+
+__all__ = ["PolitenessFrontierQueue"]
+
+logger = logging.getLogger(__name__)
+
+_LEASE = 10.0  # seconds without a heartbeat before a process's leases go back
+_IP_TTL = 600.0  # how long a host's shared IP bucket is trusted
+_RESOLVE_HOLD = 2.0  # how long a host waits for someone to write its IP
+_LOOKS = 16  # hosts re-filed per pop before answering "wait"
+# A request eligible this soon is handed out, booked at its eligible instant; the
+# middleware sleeps until it, so the engine's latency cannot shift the start.
+_LEAD = 0.05
+_MAX_QUIET = 0.5  # the longest a process goes without asking (work pushed elsewhere)
+_IDLE_MARGIN = 60.0  # the Redis backend's default: booked keys outlive their wait by this
+_NETWORK_SCHEMES = frozenset(("http", "https"))
+_STATS = "politeness/frontier/"
+
+
+def _script_source(name: str) -> str:
+    lua = files("scrapy_politeness.backends").joinpath("lua")
+    return "".join(lua.joinpath(part).read_text(encoding="utf-8")
+                   for part in ("_host.lua", "_frontier.lua", name))
+
+
+def _text(raw: Any) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
+class PolitenessFrontierQueue(Base):  # type: ignore[misc]
+    """``SCHEDULER_QUEUE_CLASS`` for scrapy-redis's scheduler (see the module doc).
+
+    Within one host key, higher priority first, then first in first out;
+    across host keys, the one eligible soonest. ``POLITENESS_BACKEND`` should
+    name the same Redis as ``REDIS_URL``: the pop books the namespace's keys
+    on the scrapy-redis server.
+    """
+
+    def __init__(self, server: Any, spider: Spider, key: str, serializer: Any = None) -> None:
+        super().__init__(server, spider, key, serializer)
+        crawler = spider.crawler
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self._mw: PolitenessMiddleware | None = _gate_of(crawler)
+        settings = (self._mw.settings if self._mw is not None
+                    else PolitenessSettings.from_settings(crawler.settings))
+        bot = crawler.settings.get("BOT_NAME") or "scrapy"
+        self.namespace = settings.namespace or f"politeness:{bot}"
+        self._settings = settings
+        backend = self._mw.backend if self._mw is not None else None
+        if backend is None:
+            logger.warning("politeness: the frontier queue shares the buckets, but with "
+                           "POLITENESS_BACKEND = 'memory' each process adapts its intervals "
+                           "alone; set POLITENESS_BACKEND to the REDIS_URL")
+        idle = getattr(backend, "idle_margin", _IDLE_MARGIN)
+        config = settings.config
+        self._config_args = [config.default, config.floor, config.ceiling, config.ip_floor,
+                             settings.send_margin, idle]
+        self.pid = uuid.uuid4().hex
+        self._scripts = {name: server.register_script(_script_source(f"frontier_{name}.lua"))
+                         for name in ("push", "pop", "ip", "release", "clear")}
+        self._leases: dict[Request, str] = {}
+        self._acks: list[str] = []
+        self._resolving: dict[str, asyncio.Task[None]] = {}
+        self._quiet_until = 0.0
+        self._pending_until = 0.0
+        self._wake: asyncio.TimerHandle | None = None
+        self._beat: asyncio.TimerHandle | None = None
+        self._closed = False
+        logger.info("politeness: frontier queue %s on Redis, process id %s", self.key, self.pid)
+        crawler.signals.connect(self._left, signal=signals.request_left_downloader)
+        crawler.signals.connect(self._closing, signal=signals.spider_closed)
+
+    # -- scrapy-redis's queue interface ------------------------------------
+
+    def __len__(self) -> int:
+        """Queued plus handed out and unfinished (in any process): a process
+        stays open while another may still push, or die and give work back."""
+        if clock() < self._pending_until:  # our last pop saw queued requests: no round trip
+            return 1
+        queued, leased = self.server.mget(self.key + ":len", self.key + ":leased")
+        return max(0, int(queued or 0)) + max(0, int(leased or 0))
+
+    def push(self, request: Request) -> None:
+        request.meta.pop(BOOKED_META, None)  # a retry or redirect is booked afresh
+        key, ip = self._route(request)
+        cfg = ""
+        if self._settings.hosts and key:
+            c = self._settings.config_for(key)
+            if c is not self._settings.config:
+                cfg = f"{c.default!r} {c.floor!r} {c.ceiling!r}"
+        self._scripts["push"](args=[self.key, self._encode_request(request), request.priority,
+                                    key, ip, _IP_TTL, _RESOLVE_HOLD, cfg])
+        self._quiet_until = 0.0  # the pushed host may be eligible now
+        self._start_heartbeat()
+
+    def pop(self, timeout: float = 0) -> Request | None:
+        """One request whose buckets are booked, or None (never blocks: the
+        engine is woken when the soonest host becomes eligible)."""
+        now = clock()
+        if now < self._quiet_until or self._closed:
+            return None
+        reply = self._run_pop(1)
+        now = clock()  # after the reply: a delay read against it can only start late
+        kind = _text(reply[0])
+        if kind == "req":
+            request: Request = self._decode_request(reply[1])
+            self._leases[request] = _text(reply[2])
+            booked = int(reply[4])
+            if booked != 2:
+                request.meta[BOOKED_META] = {"ip": _text(reply[3]) if booked else None,
+                                             "at": now + float(_text(reply[5]))}
+            self.stats.inc_value(_STATS + "popped")
+            self._start_heartbeat()
+            next_in = float(_text(reply[6]))
+            if next_in != 0:  # nothing else due now: the engine's next pull stays local
+                self._quiet(now, next_in if next_in > 0 else _MAX_QUIET)
+                if next_in > 0:
+                    self._pending_until = self._quiet_until
+            return request
+        wait = float(_text(reply[1])) if kind == "wait" else _MAX_QUIET
+        self._quiet(now, wait)
+        if kind == "wait":  # something is queued (here or elsewhere) until then at least
+            self._pending_until = self._quiet_until
+        return None
+
+    def clear(self) -> None:
+        self._scripts["clear"](args=[self.key])
+
+    # -- internals ---------------------------------------------------------
+
+    def _run_pop(self, picks: int) -> list[Any]:
+        acks, self._acks = self._acks, []
+        reply: list[Any] = self._scripts["pop"](args=[
+            self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
+            _LEAD, len(acks), *acks])
+        return reply
+
+    def _route(self, request: Request) -> tuple[str, str]:
+        """The host key and IP bucket ('' none, '?' not resolved yet) of ``request``."""
+        parsed = urlparse_cached(request)
+        hostname = parsed.hostname
+        if parsed.scheme not in _NETWORK_SCHEMES or not hostname:
+            return "", ""
+        mw = self._mw
+        if mw is None:
+            return host_key(hostname), ""
+        hint = mw.hint(request)
+        if hint is None:
+            return "", ""
+        if mw.dns.lookup(hostname) is DnsCache.MISS:
+            if hostname not in self._resolving:
+                probe = Request(f"{parsed.scheme}://{parsed.netloc}/")
+                task = asyncio.get_running_loop().create_task(self._resolve(hostname, probe))
+                self._resolving[hostname] = task
+            return hint.key, "?"
+        return hint.key, hint.ip or ""
+
+    async def _resolve(self, hostname: str, probe: Request) -> None:
+        """Resolve a new name and share its IP bucket, so no process holds the host."""
+        assert self._mw is not None
+        try:
+            await self._mw.dns.resolve(hostname)
+            hint = self._mw.hint(probe)
+            if hint is not None and not self._closed:
+                self._scripts["ip"](args=[self.key, hint.key, hint.ip or "", _IP_TTL])
+                self._quiet_until = 0.0
+                wake_engine(self.crawler)
+        except Exception:  # Redis away: the host is handed out after the hold (host only)
+            logger.debug("politeness: could not share the IP of %s", hostname, exc_info=True)
+        finally:
+            del self._resolving[hostname]
+
+    def _quiet(self, now: float, wait: float) -> None:
+        """Ask Redis again (and wake the engine) when the soonest host is due."""
+        delay = min(max(wait, 0.001), _MAX_QUIET)
+        self._quiet_until = now + delay
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake = asyncio.get_running_loop().call_later(delay, self._on_wake)
+
+    def _on_wake(self) -> None:
+        self._wake = None
+        wake_engine(self.crawler)
+
+    def _left(self, request: Request, **kwargs: Any) -> None:
+        lease = self._leases.pop(request, None)
+        if lease is not None:
+            self._acks.append(lease)
+
+    def _start_heartbeat(self) -> None:
+        if self._beat is None and not self._closed:
+            self._beat = asyncio.get_running_loop().call_later(_LEASE / 4, self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        """Keep our leases (and hand back any dead process's) between pops."""
+        self._beat = None
+        try:
+            self._run_pop(0)
+        except Exception:  # Redis away: the next pop reports it; keep beating
+            logger.debug("politeness: frontier heartbeat failed", exc_info=True)
+        self._start_heartbeat()
+
+    def _closing(self, **kwargs: Any) -> None:
+        """End our finished leases and give back what we still hold."""
+        self._closed = True
+        for handle in (self._wake, self._beat):
+            if handle is not None:
+                handle.cancel()
+        for task in self._resolving.values():
+            task.cancel()
+        acks, self._acks = self._acks, []
+        self._leases.clear()  # popped and never finished: back to the queue
+        returned = self._scripts["release"](args=[self.key, self.pid, len(acks), *acks])
+        if returned:
+            self.stats.inc_value(_STATS + "returned_at_close", int(returned))

@@ -1,0 +1,109 @@
+"""Run N scrapy-redis crawler processes on one Redis against the farm (tests, bench)."""
+
+from __future__ import annotations
+
+import collections
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+SCRIPT = Path(__file__).with_name("redis_crawl_script.py")
+STOCK_QUEUE = "scrapy_redis.queue.PriorityQueue"
+
+
+@dataclass
+class Fleet:
+    """What the processes of one distributed crawl fetched and logged."""
+
+    items: list[dict[str, Any]] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+    codes: list[int | None] = field(default_factory=list)
+    wall: float = 0.0
+
+
+def seed(redis_url: str, urls: list[str], key: str = "frontier:start_urls") -> None:
+    """Put the start URLs in scrapy-redis's start key, first URL popped first."""
+    client = redis.Redis.from_url(redis_url)
+    client.rpush(key, *urls)
+    client.close()
+
+
+def run_fleet(settings: dict[str, Any], processes: int = 3, *, timeout: float = 120.0,
+              kill: Callable[[list[subprocess.Popen[str]], list[Path]], None] | None = None,
+              ) -> Fleet:
+    """Start ``processes`` crawlers at once; ``kill(procs, logs)`` (in this thread) may
+    SIGKILL some."""
+    fleet = Fleet()
+    with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
+        procs, outs, log_paths = [], [], []
+        start = time.monotonic()
+        for i in range(processes):
+            items_out = str(Path(tmp, f"items{i}.jsonl"))
+            job = {"settings": settings, "items_out": items_out}
+            job_path = Path(tmp, f"job{i}.json")
+            job_path.write_text(json.dumps(job), encoding="utf-8")
+            log_paths.append(Path(tmp, f"log{i}.txt"))
+            log = open(log_paths[-1], "w+", encoding="utf-8")  # noqa: SIM115
+            procs.append(subprocess.Popen([sys.executable, str(SCRIPT), str(job_path)],
+                                          stdout=subprocess.DEVNULL, stderr=log, text=True))
+            outs.append((items_out, log))
+        if kill is not None:
+            kill(procs, log_paths)
+        for p in procs:
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+        fleet.wall = time.monotonic() - start
+        for p, (items_out, log) in zip(procs, outs, strict=True):
+            fleet.codes.append(p.returncode)
+            log.seek(0)
+            fleet.logs.append(log.read())
+            log.close()
+            path = Path(items_out)
+            if path.exists():
+                fleet.items += [json.loads(line) for line in path.read_text().splitlines()
+                                if line.strip()]
+    return fleet
+
+
+class CommandCounter:
+    """Counts the commands clients send to Redis (MONITOR; not those run inside scripts)."""
+
+    def __init__(self, redis_url: str) -> None:
+        import threading
+
+        self.counts: collections.Counter[str] = collections.Counter()
+        self._client = redis.Redis.from_url(redis_url)
+        self._monitor = self._client.monitor()
+        self._monitor.__enter__()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop:
+            try:
+                entry = self._monitor.next_command()
+            except Exception:  # the connection closed: we are done
+                return
+            if entry.get("client_type") != "lua":
+                self.counts[str(entry["command"]).split(" ", 1)[0].upper()] += 1
+
+    def stop(self) -> collections.Counter[str]:
+        self._stop = True
+        self._client.ping()  # one more line so the reader sees the flag
+        self._thread.join(5)
+        self._monitor.connection.disconnect()
+        self.counts.pop("PING", None)
+        return self.counts

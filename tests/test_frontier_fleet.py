@@ -1,0 +1,137 @@
+"""Three scrapy-redis crawler processes on one Redis, the frontier queue, the farm.
+
+Real scrapy-redis (scheduler, dupefilter, RedisSpider fed through its start URLs
+key), real redis-server, server-side arrival times. The stock scrapy-redis queue
+runs the same crawl for the Redis command count it is held to.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+from crawling import farm_settings
+from frontier_crawl import STOCK_QUEUE, CommandCounter, run_fleet, seed
+from redis_server import RedisServer, redis_server_fixture
+from test_multiprocess import INTERVAL, SPEC, count_violations, describe_violations
+
+from scrapy_politeness._sitefarm import Farm
+
+pytest.importorskip("scrapy_redis")
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    yield from redis_server_fixture()
+
+
+def fleet_settings(farm: Farm, server: RedisServer, **extra: Any) -> dict[str, Any]:
+    return farm_settings(
+        farm, POLITENESS_DEFAULT=INTERVAL, POLITENESS_FLOOR=INTERVAL,
+        POLITENESS_IP_FLOOR=INTERVAL, POLITENESS_LATENCY_RISE=100.0,
+        POLITENESS_BACKEND=server.url, POLITENESS_NAMESPACE=f"fl:{uuid.uuid4().hex[:8]}",
+        REDIS_URL=server.url,
+        MAX_IDLE_TIME_BEFORE_CLOSE=1, **extra)
+
+
+def all_urls(farm: Farm, per_host: int) -> list[str]:
+    return [farm.url(h, f"/p/{n}") for n in range(per_host) for h in SPEC["hosts"]]
+
+
+def fetched(farm: Farm) -> collections.Counter[str]:
+    return collections.Counter(f"{a.host}{a.path}" for a in farm.arrivals()
+                               if a.path != "/robots.txt")
+
+
+def wanted(urls: list[str]) -> collections.Counter[str]:
+    """``host/path`` per URL, as the farm's arrival log names them."""
+    return collections.Counter(f"{urlsplit(u).hostname}{urlsplit(u).path}" for u in urls)
+
+
+def test_three_processes_fetch_every_url_once_within_one_budget(
+        farm_factory: Any, redis_server: RedisServer) -> None:
+    farm = farm_factory(SPEC)
+    urls = all_urls(farm, per_host=6)
+    seed(redis_server.url, urls)
+    fleet = run_fleet(fleet_settings(farm, redis_server))
+    assert fleet.codes == [0, 0, 0], fleet.logs
+    arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
+    assert fetched(farm) == wanted(urls)
+    assert count_violations(arrivals) == (0, 0), describe_violations(arrivals)
+    assert sorted(i["url"] for i in fleet.items) == sorted(urls)
+    assert sum("frontier/popped" in log for log in fleet.logs) >= 1
+    # Booked by the pop (only a host nobody had resolved yet may go out host-only).
+    assert sum(bool(i["booked"]) for i in fleet.items) >= len(urls) - len(SPEC["hosts"])
+
+
+def _pid_of(log: Path) -> str | None:
+    found = re.search(r"frontier queue \S+ on Redis, process id (\w+)", log.read_text())
+    return found.group(1) if found else None
+
+
+def test_a_killed_process_loses_nothing(farm_factory: Any, redis_server: RedisServer) -> None:
+    """SIGKILL one process while it holds requests: the others fetch them (at least once)."""
+    farm = farm_factory(SPEC)
+    urls = all_urls(farm, per_host=8)
+    seed(redis_server.url, urls)
+    client = redis.Redis.from_url(redis_server.url)
+    held: dict[bytes, bytes] = {}
+
+    def kill(procs: list[subprocess.Popen[str]], logs: list[Path]) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            pid = _pid_of(logs[0])
+            lease = client.hgetall(f"frontier:requests:lease:{pid}") if pid else {}
+            if lease and len(farm.arrivals()) >= 4:
+                procs[0].send_signal(signal.SIGKILL)
+                procs[0].wait()
+                held.update(client.hgetall(f"frontier:requests:lease:{pid}"))
+                return
+            time.sleep(0.005)
+
+    fleet = run_fleet(fleet_settings(farm, redis_server), kill=kill)
+    assert held, "the victim was killed without holding a request: nothing was tested"
+    assert fleet.codes[0] == -signal.SIGKILL
+    assert fleet.codes[1:] == [0, 0], fleet.logs[1:]
+    counts = fetched(farm)
+    assert set(counts) == set(wanted(urls))  # every URL, the victim's too
+    # At least once: only what the victim held may have been fetched twice.
+    assert sum(counts.values()) - len(urls) <= len(held)
+    arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
+    assert count_violations(arrivals) == (0, 0), describe_violations(arrivals)
+    assert not list(client.scan_iter("frontier:requests:lease:*"))
+    assert client.mget("frontier:requests:len", "frontier:requests:leased") == [b"0", b"0"]
+
+
+def _commands_per_request(farm: Farm, server: RedisServer, **extra: Any) -> float:
+    client = redis.Redis.from_url(server.url)
+    client.flushall()
+    urls = all_urls(farm, per_host=6)
+    seed(server.url, urls)
+    counter = CommandCounter(server.url)
+    fleet = run_fleet(fleet_settings(farm, server, **extra))
+    counts = counter.stop()
+    assert fleet.codes == [0, 0, 0], fleet.logs
+    print(extra or "frontier", dict(counts))
+    return sum(counts.values()) / len(urls)
+
+
+def test_redis_commands_per_request_at_most_one_more_than_the_stock_queue(
+        farm_factory: Any, redis_server: RedisServer) -> None:
+    """Side by side in one run: the stock scrapy-redis queue + the plugin's backend
+    (reserve and feedback per request) against the frontier (push, pop, feedback)."""
+    stock = _commands_per_request(farm_factory(SPEC), redis_server,
+                                  SCHEDULER_QUEUE_CLASS=STOCK_QUEUE)
+    ours = _commands_per_request(farm_factory(SPEC), redis_server)
+    print(f"Redis commands per dispatched request: stock queue {stock:.2f}, frontier {ours:.2f}")
+    assert ours <= stock + 1

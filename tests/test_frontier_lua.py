@@ -1,0 +1,243 @@
+"""The frontier's Lua scripts on a real redis-server: only the data is made up.
+
+Each test writes the state it needs (bucket instants, leases) and reads what the
+scripts did; instants come from the server's own clock, so nothing sleeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from redis_server import RedisServer, redis_server_fixture
+
+from scrapy_politeness.backends.redis import _script
+from scrapy_politeness.frontier import _script_source
+
+P, NS = "spider:requests", "politeness:test"
+INTERVAL, MARGIN, IP_FLOOR, LEAD = 0.3, 0.01, 0.3, 0.05
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    yield from redis_server_fixture()
+
+
+class Frontier:
+    """The scripts as a queue would call them, on one client."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.r = redis.Redis(host="127.0.0.1", port=server.port)
+        self.s = {n: self.r.register_script(_script_source(f"frontier_{n}.lua"))
+                  for n in ("push", "pop", "ip", "release", "clear")}
+        self.reserve = self.r.register_script(_script("reserve.lua"))
+
+    def now(self) -> float:
+        sec, usec = self.r.time()
+        return sec + usec / 1e6
+
+    def push(self, key: str, data: str, priority: int = 0, *, ip: str = "127.2.0.1",
+             hold: float = 2.0, cfg: str = "") -> None:
+        self.s["push"](args=[P, data, priority, key, ip, 600, hold, cfg])
+
+    def pop(self, pid: str = "p1", lease: float = 10.0, picks: int = 1,
+            acks: tuple[str, ...] = ()) -> list[Any]:
+        reply: list[Any] = self.s["pop"](args=[
+            P, NS, pid, lease, picks, INTERVAL, INTERVAL, 60.0, IP_FLOOR, MARGIN, 60.0, 16,
+            LEAD, len(acks), *acks])
+        return [x.decode() if isinstance(x, bytes) else x for x in reply]
+
+    def drain(self, pid: str = "p1") -> list[str]:
+        """Pop, moving every bucket back into the past between pops (data, not time)."""
+        out = []
+        while True:
+            reply = self.pop(pid)
+            if reply[0] == "empty":
+                return out
+            if reply[0] == "req":
+                out.append(reply[1])
+            self.rewind()
+
+    def rewind(self) -> None:
+        """Move every bucket and host entry into the past (data, not time)."""
+        for k in self.r.scan_iter(f"{NS}:*"):
+            if k.endswith(b":ns"):
+                continue
+            if self.r.type(k) == b"hash":
+                self.r.hset(k, "last_start", 0)
+            else:
+                self.r.set(k, 0)
+        for host in self.r.zrange(f"{P}:hosts", 0, -1):
+            self.r.zadd(f"{P}:hosts", {host: 0})
+
+    def length(self) -> tuple[int, int]:
+        queued, leased = self.r.mget(f"{P}:len", f"{P}:leased")
+        return int(queued or 0), int(leased or 0)
+
+
+def test_priorities_then_first_in_first_out_within_a_host(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    for data, prio in (("low1", -1), ("mid1", 0), ("high", 5), ("mid2", 0), ("low2", -1)):
+        f.push("a.test", data, prio)
+    assert f.drain() == ["high", "mid1", "mid2", "low1", "low2"]
+
+
+def test_pop_books_host_and_ip_on_the_keys_reserve_reads(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    before = f.now()
+    reply = f.pop()
+    assert reply[:2] == ["req", "r1"]
+    assert reply[3:5] == ["127.2.0.1", 1]
+    start = float(f.r.hget(f"{NS}:host:a.test", "last_start"))
+    assert before <= start <= f.now()
+    assert float(f.r.get(f"{NS}:ip:127.2.0.1")) == pytest.approx(start + IP_FLOOR, abs=1e-9)
+    # reserve.lua (the middleware's booking) sees the pop's start: next slot one
+    # interval plus the margin after it, never earlier.
+    delay = float(f.reserve(keys=[f"{NS}:host:a.test", f"{NS}:ns", f"{NS}:ip:127.2.0.1"],
+                            args=[INTERVAL, INTERVAL, 60.0, IP_FLOOR, MARGIN, 60.0, "", "e",
+                                  1.0])[0])
+    assert delay > INTERVAL + MARGIN - (f.now() - start) - 1e-6
+
+
+def test_a_host_due_within_the_lead_is_booked_at_its_instant(
+        redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("b.test", "r2", ip="127.2.0.2")
+    due = f.now() + 0.03  # within the lead: handed out now, booked for then
+    f.r.hset(f"{NS}:host:a.test", "last_start", repr(due - INTERVAL - MARGIN))
+    f.r.hset(f"{NS}:host:b.test", "last_start", repr(due + 0.1 - INTERVAL - MARGIN))
+    reply = f.pop()
+    assert reply[1] == "r1"
+    assert float(f.r.hget(f"{NS}:host:a.test", "last_start")) == pytest.approx(due, abs=1e-6)
+    assert 0.0 < float(reply[5]) <= 0.03
+    kind, wait = f.pop()  # b is due in 0.13 s: asked again 0.08 s from now
+    assert kind == "wait"
+    assert 0.05 < float(wait) <= 0.13 - LEAD
+
+
+def test_a_host_booked_elsewhere_is_not_handed_out(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    booked = f.now() + 100.0  # another process's reserve booked far ahead
+    f.r.hset(f"{NS}:host:a.test", "last_start", repr(booked))
+    kind, wait = f.pop()
+    assert kind == "wait"
+    assert float(wait) == pytest.approx(booked + INTERVAL + MARGIN - LEAD - f.now(), abs=0.05)
+    assert f.r.zscore(f"{P}:hosts", "a.test") == pytest.approx(booked + INTERVAL + MARGIN)
+    assert f.length() == (1, 0)
+
+
+def test_a_busy_ip_holds_every_host_on_it(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "a1")
+    f.push("b.test", "b1")  # same IP
+    f.push("c.test", "c1", ip="127.2.0.9")
+    first = f.pop()
+    second = f.pop()
+    assert {first[1], second[1]} in ({"a1", "c1"}, {"b1", "c1"})
+    kind, wait = f.pop()  # the other host on 127.2.0.1 waits for the IP
+    assert kind == "wait"
+    assert 0.2 < float(wait) <= IP_FLOOR + MARGIN - LEAD
+
+
+def test_an_unresolved_host_waits_for_its_ip_then_books_it(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1", ip="?", hold=30.0)
+    kind, wait = f.pop()
+    assert kind == "wait"
+    assert 29.0 < float(wait) <= 30.0 - LEAD
+    f.s["ip"](args=[P, "a.test", "127.2.0.7", 600])
+    reply = f.pop()
+    assert reply[1] == "r1"
+    assert reply[3:5] == ["127.2.0.7", 1]
+    assert f.r.exists(f"{NS}:ip:127.2.0.7")
+
+
+def test_no_ip_bucket_books_the_host_only(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1", ip="")
+    assert f.pop()[3:5] == ["", 0]
+    assert f.r.exists(f"{NS}:host:a.test")
+    assert not list(f.r.scan_iter(f"{NS}:ip:*"))
+
+
+def test_a_host_override_paces_at_its_own_interval(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("slow.test", "s1", cfg="5.0 5.0 60.0")
+    f.push("slow.test", "s2")
+    f.pop()
+    kind, wait = f.pop()
+    assert kind == "wait"
+    assert 4.9 < float(wait) <= 5.0 + MARGIN - LEAD
+
+
+def test_a_dead_process_gives_its_requests_back(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("b.test", "r2", ip="127.2.0.2")
+    assert f.pop("dying", lease=-1.0)[0] == "req"  # its heartbeat is already over
+    assert f.length() == (1, 1)
+    got = f.drain("alive")  # the next pop anywhere reclaims it
+    assert sorted(got) == ["r1", "r2"]
+    assert f.length() == (0, 2)
+    assert not f.r.exists(f"{P}:lease:dying")
+
+
+def test_finished_requests_are_not_given_back(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    reply = f.pop("p1")
+    assert f.pop("p1", lease=-1.0, picks=0, acks=(reply[2],)) == ["beat"]
+    assert f.length() == (0, 0)
+    assert f.pop("p2")[0] == "empty"
+
+
+def test_a_closing_process_returns_what_it_holds(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    for data in ("r1", "r2"):
+        f.push("a.test", data)
+    done = f.pop()[2]
+    f.rewind()
+    assert f.pop()[0] == "req"
+    assert f.s["release"](args=[P, "p1", 1, done]) == 1
+    assert f.length() == (1, 0)
+    assert f.drain("p2") == ["r2"]
+
+
+def test_the_grace_window_after_a_state_loss_holds_pops(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.r.hset(f"{NS}:ns", "hold", repr(f.now() + 50))
+    kind, wait = f.pop()
+    assert kind == "wait"
+    assert 49 < float(wait) <= 50
+
+
+def test_one_round_trip_per_push_and_per_pop(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "warm")
+    f.pop()
+    f.r.config_resetstat()
+    for i in range(10):
+        f.push(f"h{i}.test", f"r{i}", ip=f"127.2.1.{i}")
+    for _ in range(10):
+        assert f.pop()[0] == "req"
+    stats = f.r.info("commandstats")
+    sent = {k: v["calls"] for k, v in stats.items()
+            if k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_script|load")}
+    assert sent == {"cmdstat_evalsha": 20}
+
+
+def test_clear_drops_queued_and_leased(redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("b.test", "r2", ip="127.2.0.2")
+    f.pop()
+    f.s["clear"](args=[P])
+    assert f.length() == (0, 0)
+    assert not [k for k in f.r.scan_iter(f"{P}:*") if not k.startswith(f"{P}:ip:".encode())
+                and k != f"{P}:seq".encode()]
