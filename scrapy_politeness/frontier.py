@@ -41,8 +41,9 @@ from scrapy_redis.queue import Base
 
 from .booking import BOOKED_META
 from .dns import DnsCache
+from .handout import gate_of, wake_engine
 from .policy import host_key
-from .pqueue import _gate_of, clock, wake_engine
+from .pqueue import clock
 from .settings import PolitenessSettings
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         crawler = spider.crawler
         self.crawler = crawler
         self.stats = crawler.stats
-        self._mw: PolitenessMiddleware | None = _gate_of(crawler)
+        self._mw: PolitenessMiddleware | None = gate_of(crawler)
         settings = (self._mw.settings if self._mw is not None
                     else PolitenessSettings.from_settings(crawler.settings))
         bot = crawler.settings.get("BOT_NAME") or "scrapy"

@@ -23,7 +23,7 @@ from scrapy.squeues import FifoMemoryQueue, PickleFifoDiskQueue, PickleLifoDiskQ
 from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
 
-from scrapy_politeness import pqueue
+from scrapy_politeness import handout, pqueue
 from scrapy_politeness.dns import DnsCache
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.pqueue import PolitenessAwarePriorityQueue
@@ -330,7 +330,7 @@ def test_dropped_requests_do_not_leak_counts(mw: PolitenessMiddleware, clock: Cl
         fake_engine(mw.crawler, None)
     # Without one (unit tests, a custom scheduler), old entries age out.
     q.push(Request(url("c.test")))
-    clock.now += pqueue._MAX_AGE + 1
+    clock.now += handout.MAX_AGE + 1
     q.pop()
     assert q._handed.by_key == {"c.test": 1}
 

@@ -1,0 +1,175 @@
+"""Requests the scheduler queue handed out that the downloader has not seen yet.
+
+The gate spends a host's bucket only when it releases a request, so requests on
+their way to it are invisible in its state; the queue counts them here. Also
+the two ways the queue reaches the rest of the crawl: the middleware whose gate
+it asks, and the engine it wakes.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+
+from .middleware import PolitenessMiddleware
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+__all__ = ["MAX_AGE", "SWEEP_EVERY", "HandedOut", "gate_of", "handed_out_for", "wake_engine"]
+
+SWEEP_EVERY = 0.25  # seconds between checks for handed-out requests that vanished
+MAX_AGE = 600.0  # without an engine to ask, forget a handed-out request after this
+
+
+def wake_engine(crawler: Crawler) -> None:
+    """Ask the engine to pull from the scheduler on its next loop turn.
+
+    Relies on the engine's private ``_slot.nextcall`` (a ``CallLaterOnce``,
+    Scrapy 2.13 to 2.19): the engine pulls requests when a download ends, a
+    request is scheduled, or every 5 s (its heartbeat) while the scheduler has
+    pending requests but returns none. Without this call a request that
+    becomes eligible in between would wait for the heartbeat. Missing
+    attributes (another Scrapy) leave the heartbeat as the fallback.
+    """
+    try:
+        engine = crawler.engine
+    except (AttributeError, RuntimeError):  # the crawl has not started
+        return
+    nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
+    if nextcall is not None:
+        nextcall.schedule()
+
+
+def gate_of(crawler: Crawler) -> PolitenessMiddleware | None:
+    """This crawl's politeness middleware, whose gate the queue asks (None: disabled).
+
+    Scheduler queues are built when the spider opens, after the engine and its
+    downloader middlewares.
+    """
+    try:
+        return crawler.get_downloader_middleware(PolitenessMiddleware)
+    except RuntimeError:  # built outside a crawl: no engine, no gate
+        return None
+
+
+class HandedOut:
+    """Requests handed out by the queues of one crawler, not yet seen by the downloader.
+
+    The gate spends a host's bucket only when it releases a request, so the
+    requests waiting in front of it are invisible in its state; these counts
+    add them back. They are shared by the memory and the disk queue of a
+    scheduler. Every way a request can leave clears it: reaching the
+    downloader, leaving it, a response (a cache hit never reaches it), being
+    dropped; anything else (an ``IgnoreRequest`` from a middleware fires no
+    signal) is swept once the downloader no longer holds the request.
+    """
+
+    __slots__ = ("__weakref__", "_crawler", "_last_sweep", "by_ip", "by_key", "ip_since",
+                 "key_since", "queues", "requests")
+
+    def __init__(self, crawler: Crawler) -> None:
+        self._crawler = weakref.ref(crawler)  # a strong one would keep the registry's key alive
+        self.requests: dict[Request, tuple[str, str | None, float]] = {}
+        self.by_key: dict[str, int] = {}
+        self.by_ip: dict[str, int] = {}
+        # when the count last rose from zero: the earliest a pending request starts
+        self.key_since: dict[str, float] = {}
+        self.ip_since: dict[str, float] = {}
+        self.queues: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._last_sweep = float("-inf")
+        for signal in (signals.request_reached_downloader, signals.request_left_downloader,
+                       signals.request_dropped, signals.response_received):
+            crawler.signals.connect(self._on_gone, signal=signal)
+        crawler.signals.connect(self._on_closed, signal=signals.spider_closed)
+
+    def add(self, request: Request, key: str, ip: str | None, now: float) -> None:
+        if request in self.requests:  # handed out again (rescheduled as is)
+            self.forget(request)
+        self.requests[request] = (key, ip, now)
+        n = self.by_key.get(key, 0)
+        if not n:
+            self.key_since[key] = now
+        self.by_key[key] = n + 1
+        if ip is not None:
+            n = self.by_ip.get(ip, 0)
+            if not n:
+                self.ip_since[ip] = now
+            self.by_ip[ip] = n + 1
+
+    def forget(self, request: Request) -> None:
+        entry = self.requests.pop(request, None)
+        if entry is None:
+            return
+        key, ip, _ = entry
+        n = self.by_key[key] - 1
+        if n:
+            self.by_key[key] = n
+        else:
+            del self.by_key[key], self.key_since[key]
+        if ip is not None:
+            n = self.by_ip[ip] - 1
+            if n:
+                self.by_ip[ip] = n
+            else:
+                del self.by_ip[ip], self.ip_since[ip]
+
+    def _on_gone(self, request: Request, **kwargs: Any) -> None:
+        self.forget(request)
+
+    def _on_closed(self, **kwargs: Any) -> None:
+        for table in (self.requests, self.by_key, self.by_ip, self.key_since, self.ip_since):
+            table.clear()
+
+    def _downloader_active(self) -> set[Request] | None:
+        try:
+            engine = self._crawler().engine  # type: ignore[union-attr]
+        except (AttributeError, RuntimeError):  # collected, or the crawl has not started
+            return None
+        downloader = getattr(engine, "downloader", None)
+        active = getattr(downloader, "active", None)
+        return active if isinstance(active, set) else None
+
+    def sweep(self, now: float, *, force: bool = False) -> None:
+        """Forget requests that left without a signal, so no count leaks.
+
+        The engine puts a request into ``downloader.active`` right after the
+        scheduler hands it out and removes it when the download ends however it
+        ends; one that is no longer there and was never seen by the downloader
+        was dropped on the way (a middleware's ``IgnoreRequest``). O(handed
+        out), which ``CONCURRENT_REQUESTS`` bounds, at most every 0.25 s
+        unless forced.
+        """
+        if not force and now - self._last_sweep < SWEEP_EVERY:
+            return
+        self._last_sweep = now
+        active = self._downloader_active()
+        if active is not None:
+            gone = [r for r in self.requests if r not in active]
+        else:
+            cutoff = now - MAX_AGE
+            gone = [r for r, entry in self.requests.items() if entry[2] < cutoff]
+        for request in gone:
+            self.forget(request)
+
+    def undelivered(self) -> list[Request]:
+        """Handed-out requests that neither reached the downloader nor are in it.
+
+        Empty without an engine to ask: nothing tells a lost request from one
+        a caller still holds.
+        """
+        active = self._downloader_active()
+        return [] if active is None else [r for r in self.requests if r not in active]
+
+
+_HANDED: weakref.WeakKeyDictionary[Crawler, HandedOut] = weakref.WeakKeyDictionary()
+
+
+def handed_out_for(crawler: Crawler) -> HandedOut:
+    """The one count of handed-out requests a crawler's queues share (memory and disk)."""
+    handed = _HANDED.get(crawler)
+    if handed is None:
+        handed = _HANDED[crawler] = HandedOut(crawler)
+    return handed
