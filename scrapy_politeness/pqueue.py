@@ -330,6 +330,8 @@ class PolitenessAwarePriorityQueue:
         self._wake = loop.call_at(at, self._on_wake)
 
     def _on_wake(self) -> None:
+        if self._mw is not None:  # a late wake-up reveals a loop stall, as a late gate timer
+            self._mw.slip.timer_fired(self._wake_at, clock())
         self._wake = None
         self._wake_at = math.inf
         wake_engine(self.crawler)
