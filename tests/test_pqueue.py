@@ -509,3 +509,22 @@ async def _new_name_waits(mw: PolitenessMiddleware, clock: Clock,
         assert pop_hosts(q, 1) == ["fresh.test"]
     finally:
         fake_engine(mw.crawler, None)
+
+
+def test_a_late_wake_up_moves_the_sends_a_stall_held(mw: PolitenessMiddleware,
+                                                      clock: Clock) -> None:
+    """In queue mode requests rarely wait for a gate timer: the queue's own late
+    wake-up is what reveals a loop stall, and the sends it held move to its end."""
+    from scrapy_politeness.slip import Dispatch
+
+    q = _queue(mw.crawler)
+    on_ip(mw, "a.test", "127.0.9.3")
+    mw.hosts.get("a.test").last_start = clock.now
+    mw.ips.spend("127.0.9.3", clock.now, INTERVAL)
+    mw.slip.sent(Dispatch("a.test", clock.now, "127.0.9.3"), clock.now)
+    mw.slip.seen = clock.now
+    q._wake_at = clock.now + 0.01  # the wake-up was due 10 ms later ...
+    clock.now += 0.09  # ... and ran 80 ms late: the loop stood still
+    q._on_wake()
+    assert mw.ips.eligible_at("127.0.9.3") >= clock.now + INTERVAL
+    assert mw.hosts.get("a.test").eligible_at() >= clock.now + INTERVAL
