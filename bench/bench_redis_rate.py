@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retry-after", type=int, default=2)
     parser.add_argument("--form", choices=("seconds", "date"), default="seconds")
     parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--recovery", choices=("fast", "additive"), default="fast")
     args = parser.parse_args(argv)
     binary = shutil.which("redis-server")
     if binary is None:
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
             urls = [farm.url(h, p) for h, p in scenario.urls]
             lists = [urls[i::args.processes] for i in range(args.processes)]
             settings = farm_settings(farm, POLITENESS_BACKEND=server.url,
+                                     POLITENESS_RECOVERY=args.recovery,
                                      POLITENESS_NAMESPACE=f"rate:{uuid.uuid4().hex[:8]}")
             crawl_together(lists, settings)
             j = judge(scenario, farm.arrivals())
