@@ -25,7 +25,7 @@ from scrapy_politeness.backends import SharedHost
 from scrapy_politeness.backends import redis as redis_backend
 from scrapy_politeness.backends.redis import BackendError, BackendUnavailable, RedisBackend
 from scrapy_politeness.middleware import PolitenessMiddleware
-from scrapy_politeness.policy import Config, Release, merge_shared
+from scrapy_politeness.policy import Config, Release, Signal, merge_shared
 
 T = TypeVar("T")
 LOGGER = "scrapy_politeness.backends.redis"
@@ -244,6 +244,29 @@ async def _recheck(server: RedisServer) -> None:
         assert await b.recheck("other-host", "127.6.0.2") == 0.0
     finally:
         await b.close()
+
+
+async def _recheck_pause(server: RedisServer) -> None:
+    b = backend(server)
+    await b.open()
+    try:
+        await b.reserve("rp", IP, CONFIG)
+        delay, _ = await b.reserve("rp", IP, CONFIG)  # booked 0.3 s ahead, sleeping
+        assert delay >= 0.3 - 0.01
+        # Meanwhile another process's request got a 429 + Retry-After: 2.
+        await b.feedback("rp", Signal(429, retry_after=2.0), CONFIG, 5)
+        got = time.monotonic()
+        extra = await b.recheck("rp", IP)
+        # Just before its send, the booking made before the pause waits it out.
+        assert time.monotonic() + extra >= got + 2.0 - 0.01
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_booking_made_before_a_retry_after_pause_waits_for_it(
+        redis_server: RedisServer) -> None:
+    await aio(_recheck_pause(redis_server))
 
 
 @pytest_twisted.ensureDeferred

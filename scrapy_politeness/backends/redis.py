@@ -307,8 +307,9 @@ class RedisBackend:
 
     async def recheck(self, key: str, ip: str | None) -> float:
         """Seconds a request booked earlier must still wait, just before its
-        send, for a late start reported since (``correct_start``); 0 if none,
-        or if Redis cannot say (its booking stands)."""
+        send, for a late start reported since (``correct_start``) or a
+        Retry-After pause another process learnt since; 0 if none, or if Redis
+        cannot say (its booking stands)."""
         keys = [self._key("host", key)]
         if not _is_zero_ip(ip):
             keys.append(self._key("late", ip))

@@ -1,5 +1,7 @@
 -- recheck.lua: just before a booked request is sent, how much longer must it
--- wait for a late start reported after it was booked (late_start.lua)?
+-- wait for a late start reported after it was booked (late_start.lua), or for
+-- a Retry-After pause another process learnt after it was booked (feedback.lua
+-- sets the host's not_before)?
 --
 -- KEYS[1] host hash   KEYS[2] the IP's late key (optional)
 -- ARGV: margin
@@ -7,7 +9,10 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local margin = tonumber(ARGV[1])
-local ready = tonumber(redis.call('HGET', KEYS[1], 'late_next')) or 0
+local h = redis.call('HMGET', KEYS[1], 'late_next', 'not_before')
+local ready = tonumber(h[1]) or 0
+local paused = tonumber(h[2]) or 0
+if paused > ready then ready = paused end
 if KEYS[2] then
   local ip_ready = tonumber(redis.call('GET', KEYS[2])) or 0
   if ip_ready > ready then ready = ip_ready end
