@@ -12,7 +12,8 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # import name -> distribution name, where they differ
-DISTRIBUTION = {"dns": "dnspython", "zope": "zope.interface", "yaml": "pyyaml"}
+DISTRIBUTION = {"dns": "dnspython", "zope": "zope.interface", "yaml": "pyyaml",
+                "scrapy_redis": "scrapy-redis"}
 
 
 def _names(requirements: list[str]) -> set[str]:
@@ -38,7 +39,7 @@ def _third_party_imports() -> set[str]:
 def test_every_imported_package_is_declared() -> None:
     project = PYPROJECT["project"]
     declared = _names(project["dependencies"])
-    for extra in ("redis", "plot"):  # optional features, imported lazily
+    for extra in ("redis", "scrapy-redis", "plot"):  # optional features, imported lazily
         declared |= _names(project["optional-dependencies"][extra])
     missing = {DISTRIBUTION.get(m, m) for m in _third_party_imports()} - declared
     assert not missing, f"imported but not declared in pyproject.toml: {sorted(missing)}"
@@ -53,4 +54,5 @@ def test_licence_file_and_extras() -> None:
     assert _names(extras["dev"]) >= {"ruff", "mypy"}
     assert not _names(extras["test"]) & {"ruff", "mypy"}  # the linters live in `dev`
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    assert ".[test,dev,redis,plot]" in makefile  # `make test` runs ruff and mypy too
+    # `make test` runs ruff and mypy too, and every optional feature's tests
+    assert ".[test,dev,redis,scrapy-redis,plot]" in makefile
