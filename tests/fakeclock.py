@@ -19,6 +19,16 @@ from scrapy_politeness.policy import Gate, Release
 EPS = 1e-9
 
 
+class Clock:
+    """A clock that moves only when a test sets ``now``; call it for the time."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class GateSim:
     """Drive ``gate`` on a virtual clock, recording releases."""
 

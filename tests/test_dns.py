@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+from fakeclock import Clock
 from twisted.internet.defer import Deferred
 
 from scrapy_politeness._sitefarm import Farm
@@ -53,12 +54,6 @@ def farm() -> Iterator[Farm]:
         yield f
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _cache(farm: Farm, clock: Clock | None = None, **kw: Any) -> DnsCache:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+from fakeclock import Clock
 from scrapy import Request
 from scrapy.exceptions import (
     CannotResolveHostError,
@@ -56,12 +57,6 @@ def farm() -> Iterator[Farm]:
         yield f
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _middleware(farm: Farm | None = None, **settings: Any) -> PolitenessMiddleware:

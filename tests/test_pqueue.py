@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
+from fakeclock import Clock
 from scrapy import Request, signals
 from scrapy.pqueues import _path_safe
 from scrapy.squeues import FifoMemoryQueue, PickleFifoDiskQueue, PickleLifoDiskQueue
@@ -31,12 +32,6 @@ from scrapy_politeness.pqueue import PolitenessAwarePriorityQueue
 INTERVAL = 1.0
 
 
-class Clock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
