@@ -8,12 +8,14 @@ middleware would spend the budget twice. The local gate still enforces.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from scrapy import Request
+    from scrapy.statscollectors import StatsCollector
 
-__all__ = ["BOOKED_META", "booked_start"]
+__all__ = ["BOOKED_META", "booked_start", "start_as_booked"]
 
 BOOKED_META = "politeness_booked"
 
@@ -30,3 +32,20 @@ def booked_start(request: Request, ip: str | None) -> float | None:
         return None
     at = booked.get("at")
     return float(at) if isinstance(at, (int, float)) else None
+
+
+async def start_as_booked(booked: float, loop: asyncio.AbstractEventLoop, shared: bool,
+                          margin: float, stats: StatsCollector) -> float | None:
+    """Sleep until the start the frontier booked; None when it must be booked afresh.
+
+    A request that reached the middleware after its booked start (DNS, a busy
+    loop) would crowd the next booking if sent now: with a shared backend it
+    is booked again (conservative).
+    """
+    now = loop.time()
+    if shared and now > booked + margin:
+        stats.inc_value("politeness/frontier/rebooked")
+        return None
+    if booked > now:
+        await asyncio.sleep(booked - now)
+    return booked

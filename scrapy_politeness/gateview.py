@@ -7,6 +7,8 @@ instants its buckets allow, so the two never disagree.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -106,6 +108,23 @@ class GateView:
             ip = await self.dns.resolve(hostname)
         if isinstance(ip, str):
             self.dns.pin(hostname, ip)
+
+    async def address(self, hostname: str, key: str, loop: asyncio.AbstractEventLoop,
+                      check: Callable[[str, float], None]) -> str:
+        """The IP the request will be accounted to; a name that does not resolve
+        (fresh or from the negative cache) fails here, before the gate. ``check``
+        raises for a host that must not wait (dead, parked, closing), also
+        after the lookup: it may have died meanwhile."""
+        check(key, loop.time())
+        ip = self.dns.lookup(hostname)
+        if ip is DnsCache.MISS:
+            ip = await self.dns.resolve(hostname)
+            if ip is None:
+                raise self.not_resolved(hostname, cached=False)
+            check(key, loop.time())
+        elif ip is None:  # the negative cache: fail at once, never wait in the gate
+            raise self.not_resolved(hostname, cached=True)
+        return ip  # type: ignore[return-value]
 
     def not_resolved(self, hostname: str, *, cached: bool) -> NameNotResolvedError:
         """The error a request to a name that does not resolve fails with, counted."""

@@ -28,7 +28,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from .backends import make_backend
-from .booking import booked_start
+from .booking import booked_start, start_as_booked
 from .dns import DnsCache
 from .drops import Drops
 from .failures import classify_exception
@@ -173,13 +173,14 @@ class PolitenessMiddleware:
         loop = self.driver.loop
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
-        ip = await self._address(hostname, key, loop)
+        ip = await self.view.address(hostname, key, loop, self.drops.check)
         submitted = self.slip.seen = loop.time()
         bucket = self.keys.ip_bucket(ip)
         booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
         if booked is not None:  # that booking is the shared spend: no local respend
-            booked = await self._start_as_booked(booked, loop)
+            booked = await start_as_booked(booked, loop, self.shared is not None,
+                                           self.settings.send_margin, self.stats)
         elif waited_in_gate:
             self.slip.respend(release, loop.time())
         elif self.slip.lag > 0.0005:
@@ -207,37 +208,6 @@ class PolitenessMiddleware:
         }
         self.observer.dispatched(now, key, state, ip=ip, url=request.url, waited=waited,
                                  interval=release.interval)
-
-    async def _start_as_booked(self, booked: float,
-                               loop: asyncio.AbstractEventLoop) -> float | None:
-        """Sleep until the start the frontier booked; None when it must be booked afresh.
-
-        A request that reached us after its booked start (DNS, a busy loop) would
-        crowd the next booking if sent now: with a shared backend it is booked
-        again (conservative).
-        """
-        now = loop.time()
-        if self.shared is not None and now > booked + self.settings.send_margin:
-            self.stats.inc_value(STATS + "frontier/rebooked")
-            return None
-        if booked > now:
-            await asyncio.sleep(booked - now)
-        return booked
-
-    async def _address(self, hostname: str, key: str,
-                       loop: asyncio.AbstractEventLoop) -> str:
-        """The IP the request will be accounted to; a name that does not resolve
-        (fresh or from the negative cache) fails here, before the gate."""
-        self.drops.check(key, loop.time())
-        ip = self.dns.lookup(hostname)
-        if ip is DnsCache.MISS:
-            ip = await self.dns.resolve(hostname)
-            if ip is None:
-                raise self.view.not_resolved(hostname, cached=False)
-            self.drops.check(key, loop.time())  # declared dead during the lookup?
-        elif ip is None:  # the negative cache: fail at once, never wait in the gate
-            raise self.view.not_resolved(hostname, cached=True)
-        return ip  # type: ignore[return-value]
 
     def _headers_received(self, request: Request, **kwargs: Any) -> None:
         dispatch = self._dispatched.get(request)
