@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from redis_server import RedisServer, redis_server_fixture
 
 from scrapy_politeness._sitefarm import Farm
 
@@ -41,3 +42,15 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             f"{what:45s} {gap * 1000:8.1f} ms  (required {need * 1000:.0f} ms, "
             f"{(gap - need) * 1000:+.1f} ms)")
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    """One redis-server per test module (modules needing one per test override it)."""
+    yield from redis_server_fixture()
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A server of the test's own, for tests that kill it."""
+    yield from redis_server_fixture()

@@ -6,15 +6,18 @@ Outside CI the Redis tests skip when no ``redis-server`` binary exists; in CI
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
 
 import pytest
+from twisted.internet.defer import Deferred
 
 
 def require_redis_server() -> str:
@@ -102,3 +105,11 @@ def redis_server_fixture() -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+T = TypeVar("T")
+
+
+def aio(coro: Coroutine[Any, Any, T]) -> Deferred[T]:
+    """Run an asyncio coroutine on the reactor's loop from a Twisted test."""
+    return Deferred.fromFuture(asyncio.ensure_future(coro))

@@ -10,17 +10,14 @@ rule flips.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
-from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import pytest_twisted
 import redis
-from redis_server import RedisServer, redis_server_fixture
+from redis_server import RedisServer, aio
 from scrapy.utils.test import get_crawler
-from twisted.internet.defer import Deferred
 
 from scrapy_politeness import persistence
 from scrapy_politeness.backends.redis import RedisBackend
@@ -28,18 +25,10 @@ from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import Config, HostTable, Signal
 from scrapy_politeness.settings import PolitenessSettings
 
-T = TypeVar("T")
 CONFIG = Config(default=0.5, floor=0.5, ceiling=1.0)
 IDLE_TTL = 2.0
 
 
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    yield from redis_server_fixture()
-
-
-def aio(coro: Coroutine[Any, Any, T]) -> Deferred[T]:
-    return Deferred.fromFuture(asyncio.ensure_future(coro))
 
 
 def _local_entry(signals: list[Signal], booked: bool) -> dict[str, Any]:

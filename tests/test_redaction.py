@@ -8,24 +8,19 @@ the ``BackendUnavailable`` of an unreachable server and every log line show
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Coroutine
-from typing import Any, TypeVar
 
 import pytest
 import pytest_twisted
-from redis_server import free_port, require_redis_server
+from redis_server import aio, free_port, require_redis_server
 from scrapy.settings import Settings
-from twisted.internet.defer import Deferred
 
 from scrapy_politeness.backends import make_backend
 from scrapy_politeness.backends.redaction import redact_url, secrets_of
 from scrapy_politeness.backends.redis import BackendError, BackendUnavailable, RedisBackend
 from scrapy_politeness.settings import PolitenessSettings
 
-T = TypeVar("T")
 SECRET = "Sup3r:Secr/et"  # a ':' and a '/' in it: percent-encoded in URLs
 ENC = "Sup3r%3ASecr%2Fet"
 
@@ -98,9 +93,6 @@ def test_any_case_of_scheme_is_accepted() -> None:
     assert isinstance(make_backend(settings.backend, namespace="t", on_loss="hold"),
                       RedisBackend)
 
-
-def aio(coro: Coroutine[Any, Any, T]) -> Deferred[T]:
-    return Deferred.fromFuture(asyncio.ensure_future(coro))
 
 
 async def _unreachable_forms() -> list[str]:

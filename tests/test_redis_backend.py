@@ -14,38 +14,22 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import pytest_twisted
 import redis
-from redis_server import RedisServer, redis_server_fixture, require_redis_server
-from twisted.internet.defer import Deferred
+from redis_server import RedisServer, aio, require_redis_server
 
 from scrapy_politeness.backends import make_backend
 from scrapy_politeness.backends.redis import BackendUnavailable, RedisBackend, redact_url
 from scrapy_politeness.policy import Config, Signal
 from scrapy_politeness.policy.tables import HostTable
 
-T = TypeVar("T")
 LOGGER = "scrapy_politeness.backends.redis"
 
 
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    yield from redis_server_fixture()
 
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    """A server of the test's own, for tests that kill it."""
-    yield from redis_server_fixture()
-
-
-def aio(coro: Coroutine[Any, Any, T]) -> Deferred[T]:
-    """Run an asyncio coroutine on the reactor's loop from a Twisted test."""
-    return Deferred.fromFuture(asyncio.ensure_future(coro))
 
 
 def backend(server: RedisServer, **kw: Any) -> RedisBackend:

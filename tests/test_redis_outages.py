@@ -12,14 +12,12 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import pytest_twisted
-from redis_server import RedisServer, redis_server_fixture
+from redis_server import RedisServer, aio
 from scrapy.utils.test import get_crawler
-from twisted.internet.defer import Deferred
 
 from scrapy_politeness.backends import SharedHost
 from scrapy_politeness.backends import redis as redis_backend
@@ -27,23 +25,11 @@ from scrapy_politeness.backends.redis import BackendError, BackendUnavailable, R
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import Config, Release, Signal, merge_shared
 
-T = TypeVar("T")
 LOGGER = "scrapy_politeness.backends.redis"
 IP = "127.6.0.1"
 
 
-@pytest.fixture(scope="module")
-def redis_server() -> Iterator[RedisServer]:
-    yield from redis_server_fixture()
 
-
-@pytest.fixture
-def own_redis() -> Iterator[RedisServer]:
-    yield from redis_server_fixture()
-
-
-def aio(coro: Coroutine[Any, Any, T]) -> Deferred[T]:
-    return Deferred.fromFuture(asyncio.ensure_future(coro))
 
 
 def backend(server: RedisServer, url: str | None = None, **kw: Any) -> RedisBackend:
