@@ -37,6 +37,7 @@ import twisted
 from scrapy_politeness._sitefarm import Farm
 
 from .metrics import Judgement, after_change, judge
+from .ramp import ramp
 from .scenarios import DEFAULT_SKIP, GROUPS, SCENARIOS, Scenario
 from .static_resolver import ENV_VAR
 
@@ -138,6 +139,7 @@ class Row:
     judgement: Judgement | None
     error: str = ""
     after: dict[str, tuple[int, int]] | None = None  # host -> (requests, 429s) after a drop
+    ramp: str = ""  # starts/s in the first seconds, ramp, gaps, tail (robots_delays scenarios)
 
 
 def run_scenario(scenario: Scenario, only: tuple[str, ...] | None = None) -> list[Row]:
@@ -166,7 +168,11 @@ def run_scenario(scenario: Scenario, only: tuple[str, ...] | None = None) -> lis
             after = {h: after_change(arrivals, h, k) for h, k in scenario.rate_change().items()}
             for host, (n, bad) in after.items():
                 progress(f"  after the rate change of {host}: {bad} 429s in {n} requests")
-            rows.append(Row(config, queue, j, after=after))
+            figures = ramp(scenario, arrivals) if scenario.robots_delays else None
+            if figures is not None:
+                progress(f"  {figures.line()}")
+            rows.append(Row(config, queue, j, after=after,
+                            ramp="" if figures is None else figures.line()))
     return rows
 
 
@@ -205,6 +211,9 @@ def scenario_table(scenario: Scenario, rows: list[Row]) -> list[str]:
              for row in rows for host, (n, bad) in (row.after or {}).items()]
     if drops:
         lines += ["", *drops]
+    ramps = [f"- {row.config}: {row.ramp}" for row in rows if row.ramp]
+    if ramps:
+        lines += ["", *ramps]
     return [*lines, ""]
 
 

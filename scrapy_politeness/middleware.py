@@ -49,6 +49,7 @@ from .policy import (
     server_clock,
 )
 from .robots import CrawlDelays
+from .robotsfetch import RobotsPrefetch
 from .settings import PolitenessSettings
 from .sharedsync import SharedSync
 from .slip import Dispatch, SendSlip
@@ -122,6 +123,7 @@ class PolitenessMiddleware:
         self.crawl_delays = CrawlDelays(self, crawler.settings)
         crawler.signals.connect(self.crawl_delays.parsed, signal=signals.robots_parsed)
         crawler.signals.connect(self._headers_received, signal=signals.headers_received)
+        self.robots_prefetch = RobotsPrefetch.connect(crawler, settings, self.stats)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -323,6 +325,8 @@ class PolitenessMiddleware:
             self._watch.cancel()
             self._watch = None
         self._close_gate("politeness: spider closed")
+        if self.robots_prefetch is not None:
+            self.robots_prefetch.close()
         if self.shared is not None:
             await self.shared.close()
         if self._pin is not None:

@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_TRACE": None,
     "POLITENESS_TRACE_BUFFER": 100_000,
     "POLITENESS_PERSIST": True,
+    "POLITENESS_ROBOTS_PREFETCH": True,
 }
 
 _CONFIG_FIELDS = {
@@ -248,6 +249,7 @@ class PolitenessSettings:
     trace_buffer: int = DEFAULTS["POLITENESS_TRACE_BUFFER"]
     persist: bool = True
     report_stat: bool = False
+    robots_prefetch: bool = True
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:
@@ -356,6 +358,7 @@ class PolitenessSettings:
                                  minimum=1, integer=True),
             persist=_bool("POLITENESS_PERSIST", raw("POLITENESS_PERSIST")),
             report_stat=_bool("POLITENESS_REPORT_STAT", raw("POLITENESS_REPORT_STAT")),
+            robots_prefetch=_bool("POLITENESS_ROBOTS_PREFETCH", raw("POLITENESS_ROBOTS_PREFETCH")),
         )
 
     def config_for(self, key: str) -> Config:

@@ -1,0 +1,62 @@
+"""robots.txt fetched when a host's first request is scheduled (real crawls, farm).
+
+Judged on the server side: with few download slots and many new hosts, every
+host's robots.txt reaches its server before any page does, because it was
+fetched while the pages waited in the scheduler; without the prefetch each
+host's robots.txt waits until one of its pages reaches the downloader.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any
+
+from crawling import farm_settings, run_crawl
+
+from scrapy_politeness._sitefarm import Arrival, violations
+
+TOL = 0.015
+N_HOSTS = 6
+INTERVAL = 0.5
+
+
+def _crawl(farm_factory: Any, **extra: Any) -> tuple[list[Arrival], Any]:
+    ips = [f"127.0.0.{2 + i}" for i in range(N_HOSTS)]
+    spec = {"ips": ips, "hosts": {f"h{i}.farm.test": {"ip": ip, "kind": "normal", "pages": 2}
+                                  for i, ip in enumerate(ips)}}
+    farm = farm_factory(spec)
+    urls = [farm.url(f"h{i}.farm.test", f"/p/{p}") for i in range(N_HOSTS) for p in range(2)]
+    result = run_crawl(urls, farm_settings(
+        farm, ROBOTSTXT_OBEY=True, CONCURRENT_REQUESTS=2, POLITENESS_DEFAULT=INTERVAL,
+        POLITENESS_FLOOR=INTERVAL, POLITENESS_IP_FLOOR=INTERVAL, **extra), follow=False)
+    return sorted(farm.arrivals(), key=lambda a: a.t), result
+
+
+def _assert_polite(arrivals: list[Arrival]) -> None:
+    by_host: dict[str, list[float]] = {}
+    for a in arrivals:
+        by_host.setdefault(a.host, []).append(a.t)
+    for host, times in by_host.items():
+        assert len(times) == 3, host  # robots.txt and two pages
+        assert not violations(times, INTERVAL, TOL), (host, [b - a for a, b in pairwise(times)])
+
+
+def test_every_robots_txt_starts_before_the_first_page(farm_factory: Any) -> None:
+    arrivals, result = _crawl(farm_factory)
+    _assert_polite(arrivals)
+    robots = [a.t for a in arrivals if a.path == "/robots.txt"]
+    pages = [a.t for a in arrivals if a.path != "/robots.txt"]
+    assert len(robots) == N_HOSTS
+    assert max(robots) < min(pages)
+    assert result.stat("politeness/robots/prefetched") == N_HOSTS
+
+
+def test_prefetch_off_fetches_robots_txt_with_the_first_page(farm_factory: Any) -> None:
+    """POLITENESS_ROBOTS_PREFETCH = False: Scrapy's own order (a page's slot first)."""
+    arrivals, result = _crawl(farm_factory, POLITENESS_ROBOTS_PREFETCH=False)
+    _assert_polite(arrivals)
+    robots = [a.t for a in arrivals if a.path == "/robots.txt"]
+    pages = [a.t for a in arrivals if a.path != "/robots.txt"]
+    assert len(robots) == N_HOSTS
+    assert max(robots) > min(pages)  # two slots: later hosts' robots.txt wait for pages
+    assert result.stat("politeness/robots/prefetched") == 0
