@@ -26,6 +26,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
+from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.utils.httpobj import urlparse_cached
 
@@ -54,6 +55,7 @@ class RobotsPrefetch:
         self.running = 0
         self.closed = False
         self._robots: RobotsTxtMiddleware | None = None
+        self._offsite: OffsiteMiddleware | None = None
         self._looked_up = False
         self._seen: set[str] = set()
         self._pending: deque[Request] = deque()
@@ -74,6 +76,7 @@ class RobotsPrefetch:
         if not self._looked_up:
             try:
                 self._robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
+                self._offsite = self.crawler.get_downloader_middleware(OffsiteMiddleware)
             except RuntimeError:  # the engine is not built yet: ask again next time
                 return None
             self._looked_up = True
@@ -91,11 +94,27 @@ class RobotsPrefetch:
             return
         if self._middleware() is None:  # ROBOTSTXT_OBEY off, or another robots middleware
             return
+        if self._is_offsite(request):  # dropped before the robots middleware would see it
+            return
         if len(self._seen) >= _SEEN_MAX:
             self._seen.clear()
         self._seen.add(netloc)
         self._pending.append(request)
         self._start()
+
+    def _is_offsite(self, request: Request) -> bool:
+        """Whether Scrapy's OffsiteMiddleware will drop ``request``.
+
+        It runs before the robots middleware, so Scrapy never fetches an offsite
+        host's robots.txt; neither may the prefetch. (Its own ``request_scheduled``
+        handler may run after this one.)
+        """
+        offsite = self._offsite
+        spider = self.crawler.spider
+        if offsite is None or spider is None or request.dont_filter \
+                or request.meta.get("allow_offsite"):
+            return False
+        return not offsite.should_follow(request, spider)
 
     def _start(self) -> None:
         robots = self._middleware()

@@ -23,16 +23,18 @@ class FarmSpider(scrapy.Spider):
     name = "farm"
 
     def __init__(self, urls: list[str], follow: bool = True, errback: bool = False,
-                 meta: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 meta: dict[str, Any] | None = None, dont_filter: bool = True,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.urls = urls
         self.follow = follow
         self.errback = self.failed if errback else None
         self.start_meta = meta or {}  # Request.meta of every start request
+        self.dont_filter = dont_filter  # of every start request
 
     async def start(self) -> Any:
         for url in self.urls:
-            yield scrapy.Request(url, dont_filter=True, errback=self.errback,
+            yield scrapy.Request(url, dont_filter=self.dont_filter, errback=self.errback,
                                  meta=dict(self.start_meta))
 
     def failed(self, failure: Failure) -> Iterator[Any]:
@@ -65,7 +67,8 @@ def main(path: str) -> None:
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(FarmSpider)
     process.crawl(crawler, urls=job["urls"], follow=job.get("follow", True),
-                  errback=job.get("errback", False), meta=job.get("meta"))
+                  errback=job.get("errback", False), meta=job.get("meta"),
+                  **job.get("spider_args", {}))
     process.start()
     stats = {k: (v if isinstance(v, (int, float, str, bool)) or v is None else str(v))
              for k, v in crawler.stats.get_stats().items()}

@@ -26,7 +26,8 @@ class CrawlResult:
 
 def run_crawl(urls: list[str], settings: dict[str, Any], *, follow: bool = True,
               timeout: float = 180.0, check: bool = True, errback: bool = False,
-              meta: dict[str, Any] | None = None) -> CrawlResult:
+              meta: dict[str, Any] | None = None,
+              spider_args: dict[str, Any] | None = None) -> CrawlResult:
     with tempfile.TemporaryDirectory(prefix="crawl-") as tmp:
         job = {
             "urls": urls,
@@ -34,6 +35,7 @@ def run_crawl(urls: list[str], settings: dict[str, Any], *, follow: bool = True,
             "follow": follow,
             "errback": errback,
             "meta": meta,
+            "spider_args": spider_args or {},  # e.g. allowed_domains, dont_filter
             "stats_out": str(Path(tmp, "stats.json")),
             "items_out": str(Path(tmp, "items.jsonl")),
         }

@@ -60,3 +60,19 @@ def test_prefetch_off_fetches_robots_txt_with_the_first_page(farm_factory: Any) 
     assert len(robots) == N_HOSTS
     assert max(robots) > min(pages)  # two slots: later hosts' robots.txt wait for pages
     assert result.stat("politeness/robots/prefetched") == 0
+
+
+def test_no_robots_txt_for_an_offsite_host(farm_factory: Any) -> None:
+    """Scrapy's OffsiteMiddleware drops the request before the robots middleware:
+    the prefetch must not fetch that host's robots.txt either."""
+    spec = {"ips": ["127.0.0.2", "127.0.0.3"], "hosts": {
+        "on.farm.test": {"ip": "127.0.0.2", "kind": "normal", "pages": 2},
+        "off.farm.test": {"ip": "127.0.0.3", "kind": "normal", "pages": 2}}}
+    farm = farm_factory(spec)
+    urls = [farm.url(h, f"/p/{p}") for h in ("off.farm.test", "on.farm.test") for p in range(2)]
+    result = run_crawl(urls, farm_settings(farm, ROBOTSTXT_OBEY=True), follow=False,
+                       spider_args={"allowed_domains": ["on.farm.test"], "dont_filter": False})
+    hosts = {a.host for a in farm.arrivals()}
+    assert hosts == {"on.farm.test"}
+    assert result.stat("offsite/filtered") == 2
+    assert result.stat("politeness/robots/prefetched") == 1
