@@ -21,6 +21,7 @@ robots.txt the usual way (the middleware shares one fetch per netloc).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from scrapy import signals
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -121,8 +123,15 @@ class RobotsPrefetch:
         while robots is not None and self._pending and self.running < self.limit \
                 and not self.closed:
             request = self._pending.popleft()
-            # A coroutine (Scrapy 2.13+); one fetch per netloc, shared with the page's wait.
-            future = asyncio.ensure_future(robots.robot_parser(request))
+            # One fetch per netloc, shared with the page's own wait. A coroutine in
+            # Scrapy 2.19; a Deferred or the parser itself in older releases.
+            parser: Any = robots.robot_parser(request)
+            if isinstance(parser, Deferred):
+                future: asyncio.Future[Any] = parser.asFuture(asyncio.get_running_loop())
+            elif inspect.isawaitable(parser):
+                future = asyncio.ensure_future(parser)
+            else:  # already parsed: nothing to wait for
+                continue
             self.running += 1
             self.stats.inc_value("politeness/robots/prefetched")
             self._tasks.add(future)
