@@ -96,7 +96,7 @@ class PolitenessMiddleware:
             min_ttl=settings.dns_min_ttl, max_ttl=settings.dns_max_ttl,
             negative_ttl=settings.dns_negative_ttl, hosts_file=settings.dns_hosts_file)
         self.keys = HostKeys(settings.grouping, settings.ip_exempt)
-        self.slip = SendSlip(self.hosts, self.ips)
+        self.slip = SendSlip(self.hosts, self.ips, settings.send_margin)
         self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired)
         self.observer = Observer(settings, self.stats, self.hosts)
         self.drops = Drops(self.hosts, self.driver, self.observer, self.stats)
@@ -202,7 +202,7 @@ class PolitenessMiddleware:
             self.dns.pin(hostname, ip)
         dispatch = self._dispatched[request] = Dispatch(key, release.at, ip, covered)
         now = loop.time()
-        self.slip.sent(dispatch, now)
+        self.slip.sent(dispatch, now, state)
         waited = release.at - submitted
         request.meta["politeness"] = {  # rounded: people read these (items, logs)
             "ip": ip, "key": key, "waited": round(waited, 6),

@@ -39,14 +39,17 @@ class Dispatch:
     at: float
     ip: str | None = None
     covered: float = math.inf  # how late a start the shared booking already spent for
+    spent: float = math.nan  # the host's last start this send left (see SendSlip.sent)
+    ip_next: float = math.nan  # the IP's next-eligible instant this send left
 
 
 class SendSlip:
     """The slip estimate and the corrections it drives, for one crawler."""
 
-    def __init__(self, hosts: HostTable, ips: IPTable) -> None:
+    def __init__(self, hosts: HostTable, ips: IPTable, margin: float = 0.0) -> None:
         self.hosts = hosts
         self.ips = ips
+        self.margin = margin  # what the gate adds to every spacing (POLITENESS_SEND_MARGIN)
         self.shared: SharedSync | None = None
         self.lag = 0.0  # recent event-loop resume lag
         self.seen = 0.0  # the last instant one of our callbacks ran: the loop was alive
@@ -62,8 +65,13 @@ class SendSlip:
         if state.interval() > 0 or self.ips.floor > 0:
             self.ips.spend(ip, at, state.ip_interval())
 
-    def sent(self, dispatch: Dispatch, now: float) -> None:
-        """Remember a send, so a stall that holds it can move it."""
+    def sent(self, dispatch: Dispatch, now: float, state: HostState | None = None) -> None:
+        """Remember a send, so a stall that holds it can move it, and what it spent,
+        so its answer can tell whether anything spent the buckets since."""
+        if state is None:
+            state = self.hosts.peek(dispatch.key)
+        dispatch.spent = math.nan if state is None else state.last_start
+        dispatch.ip_next = self.ips.eligible_at(dispatch.ip)
         self.recent.add(dispatch, now + 2.0 * self.lag)
 
     def respend(self, release: Release[Any], now: float) -> None:
@@ -124,8 +132,32 @@ class SendSlip:
         state = self.hosts.peek(dispatch.key)
         if state is None:
             return
+        host_mine = state.last_start == dispatch.spent
+        ip_mine = self.ips.eligible_at(dispatch.ip) == dispatch.ip_next
         usual = state.latency  # the smoothed latency of the earlier fetches (0: none yet)
         arrived = now - (usual if usual < latency else latency)
         self.spend(state, dispatch.ip, arrived)
-        if self.shared is not None and arrived - dispatch.at > dispatch.covered:
-            self.shared.late_start(dispatch, state, now - arrived)
+        if self.shared is not None:
+            if arrived - dispatch.at > dispatch.covered:
+                self.shared.late_start(dispatch, state, now - arrived)
+            return
+        self._bound_by_answer(dispatch, state, now, host_mine=host_mine, ip_mine=ip_mine)
+
+    def _bound_by_answer(self, dispatch: Dispatch, state: HostState, now: float, *,
+                         host_mine: bool, ip_mine: bool) -> None:
+        """Count the spacing from the answer when that is sooner than from the estimate.
+
+        The server read the request before its answer came back, so a start
+        at ``now`` is never earlier than the one the server saw. Spending at
+        ``now - margin`` (the gate adds ``margin`` back) spaces the next start
+        at least one interval after the server's, whatever the send slip was;
+        for a host that answers within the margin this is sooner than the
+        estimate plus the margin. Only while nothing else spent the bucket
+        since this send (``*_mine``), and never with a shared backend (other
+        processes spaced from the estimate).
+        """
+        at = now - self.margin
+        if host_mine and state.interval() > 0 and at < state.last_start:
+            state.last_start = at
+        if ip_mine and (state.interval() > 0 or self.ips.floor > 0):
+            self.ips.lower(dispatch.ip, self.ips.eligible_at(dispatch.ip), at, state.ip_interval())

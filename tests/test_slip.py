@@ -9,6 +9,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
@@ -96,3 +97,60 @@ def test_a_timer_on_time_moves_nothing() -> None:
     _loop_at(mw, 100.009)
     mw.driver._on_timer()
     assert mw.ips.eligible_at(IP) == 100.001 + 0.25
+
+
+def _sent(mw: PolitenessMiddleware, key: str) -> tuple[Request, Any]:
+    """A request released at 100.0 whose waiter resumed at 100.001 on a loop lagging 3 ms."""
+    state = mw.hosts.get(key)
+    state.last_start = 100.0
+    mw.ips.spend(IP, 100.0, state.ip_interval())
+    mw.slip.lag = 0.003
+    mw.slip.respend(Release(object(), key, IP, state.interval(), 100.0), 100.001)
+    request = Request(f"http://{key}/")
+    dispatch = mw._dispatched[request] = _Dispatch(key, 100.0, IP)
+    mw.slip.sent(dispatch, 100.001, state)
+    return request, state
+
+
+def test_an_answer_within_the_margin_spaces_the_next_start_from_the_answer() -> None:
+    # Spent at the estimate (about 100.007: the resume plus twice the lag); the
+    # gate adds the 10 ms margin. The answer came at 100.006: the server read
+    # the request before that, so 100.006 + 0.25 is already a full interval
+    # after the start it saw, and sooner.
+    mw = _mw(POLITENESS_DEFAULT=0.25, POLITENESS_FLOOR=0.25, POLITENESS_IP_FLOOR=0.25,
+             POLITENESS_SEND_MARGIN=0.01)
+    request, state = _sent(mw, "a.test")
+    assert state.last_start > 100.006
+    state.latency = 0.004
+    _loop_at(mw, 100.006)
+    request.meta["download_latency"] = 0.004
+    mw._headers_received(request)
+    assert state.eligible_at() + 0.01 == pytest.approx(100.006 + 0.25)  # the gate adds 0.01
+    assert mw.ips.eligible_at(IP) + 0.01 == pytest.approx(100.006 + 0.25)
+
+
+def test_a_bucket_spent_since_the_send_is_not_moved_back() -> None:
+    mw = _mw(POLITENESS_DEFAULT=0.25, POLITENESS_FLOOR=0.25, POLITENESS_IP_FLOOR=0.25,
+             POLITENESS_SEND_MARGIN=0.01)
+    request, state = _sent(mw, "a.test")
+    mw.ips.spend(IP, 100.010, 0.25)  # another host on the IP started meanwhile
+    state.last_start = 100.012  # and a stall moved this host's spend
+    _loop_at(mw, 100.006)
+    request.meta["download_latency"] = 0.004
+    mw._headers_received(request)
+    assert mw.ips.eligible_at(IP) == 100.010 + 0.25
+    assert state.last_start == 100.012
+
+
+def test_a_slow_answer_moves_nothing_back() -> None:
+    """Headers 80 ms after the send: spacing from them would be later than the estimate."""
+    mw = _mw(POLITENESS_DEFAULT=0.25, POLITENESS_FLOOR=0.25, POLITENESS_IP_FLOOR=0.25,
+             POLITENESS_SEND_MARGIN=0.01)
+    request, state = _sent(mw, "a.test")
+    spent, ip_next = state.last_start, mw.ips.eligible_at(IP)
+    state.latency = 0.08
+    _loop_at(mw, 100.081)
+    request.meta["download_latency"] = 0.08
+    mw._headers_received(request)
+    assert state.last_start == spent
+    assert mw.ips.eligible_at(IP) == ip_next
