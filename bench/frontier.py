@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from frontier_crawl import STOCK_QUEUE, run_fleet, seed
+from frontier_crawl import STOCK_QUEUE, CommandCounter, run_fleet, seed
 from redis_server import RedisServer
 
 from scrapy_politeness._sitefarm import Farm
@@ -59,7 +59,9 @@ def run(scenario: Scenario, config: str, binary: str) -> str:
     try:
         with Farm(scenario.spec) as farm:
             seed(server.url, [farm.url(h, p) for h, p in scenario.urls])
+            counter = CommandCounter(server.url)
             fleet = run_fleet(settings_for(config, scenario, farm, server.url), timeout=300)
+            counts = counter.stop()
             arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
     finally:
         server.stop()
@@ -72,11 +74,14 @@ def run(scenario: Scenario, config: str, binary: str) -> str:
     last_first = max(first.values()) - min(first.values()) if first else 0.0
     rebooked = sum(int(m) for log in fleet.logs
                    for m in re.findall(r"'politeness/frontier/rebooked': (\d+)", log))
+    dispatched = max(j.requests, 1)
+    scripts = (counts["EVALSHA"] + counts["EVAL"]) / dispatched
+    commands = sum(counts.values()) / dispatched
     ok = "ok" if fleet.codes == [0, 0, 0] else f"exit codes {fleet.codes}"
     return (f"| {scenario.name} | {config} | {j.requests} | {j.urls_ok}/{j.urls} | {twice} "
             f"| {j.host_viol} | {j.ip_viol} | {_ms(j.min_host_gap)} | {_ms(j.min_ip_gap)} "
             f"| {j.wall:.2f} | {j.bound:.2f} | {j.ratio:.2f} "
-            f"| {last_first:.2f} | {rebooked} | {ok} |")
+            f"| {last_first:.2f} | {rebooked} | {scripts:.2f} | {commands:.2f} | {ok} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit("redis-server is not installed (apt-get install -y redis-server)")
     print("| scenario | queue | requests | URLs ok | fetched twice | host viol | IP viol "
           "| min host gap ms | min IP gap ms | wall s | T* s | wall/T* "
-          "| last host's first start s | rebooked | processes |")
-    print("| --- | --- |" + " ---: |" * 13 + " --- |")
+          "| last host's first start s | rebooked | scripts / request | commands / request "
+          "| processes |")
+    print("| --- | --- |" + " ---: |" * 15 + " --- |")
     for name in args.scenarios.split(","):
         scenario = SCENARIOS[name](args.quick)
         for config in CONFIGS:

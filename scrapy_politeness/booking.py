@@ -9,43 +9,62 @@ middleware would spend the budget twice. The local gate still enforces.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["BOOKED_META", "booked_start", "start_as_booked"]
+    from .policy import Release
+
+__all__ = ["BOOKED_META", "Booking", "booked_start", "start_as_booked"]
 
 BOOKED_META = "politeness_booked"
 
 
-def booked_start(request: Request, ip: str | None) -> float | None:
-    """The start the frontier booked for this request (event-loop clock), or None.
+class Booking(NamedTuple):
+    """A start the frontier booked: ``at`` (event-loop clock) and how late a
+    send after it the booking already spent for (``covered``): a later send is
+    reported to the shared buckets (``SendSlip``), as after a ``reserve``."""
+
+    at: float
+    covered: float
+
+
+def booked_start(request: Request, ip: str | None) -> Booking | None:
+    """The start the frontier booked for this request, or None.
 
     None unless it booked the host and exactly the IP bucket ``ip`` (None: no
     IP bucket) the gate uses: a name that resolved differently since is
-    booked by the middleware as usual. The value is ``{"ip": ..., "at": ...}``.
+    booked by the middleware as usual. The value is
+    ``{"ip": ..., "at": ..., "covered": ...}``.
     """
     booked = request.meta.get(BOOKED_META)
     if not isinstance(booked, dict) or booked.get("ip") != ip:
         return None
     at = booked.get("at")
-    return float(at) if isinstance(at, (int, float)) else None
+    if not isinstance(at, (int, float)):
+        return None
+    covered = booked.get("covered")
+    return Booking(float(at), float(covered) if isinstance(covered, (int, float)) else math.inf)
 
 
-async def start_as_booked(booked: float, loop: asyncio.AbstractEventLoop, shared: bool,
-                          margin: float, stats: StatsCollector) -> float | None:
-    """Sleep until the start the frontier booked; None when it must be booked afresh.
+async def start_as_booked(booking: Booking, release: Release[Any],
+                          loop: asyncio.AbstractEventLoop, shared: bool, margin: float,
+                          stats: StatsCollector) -> Release[Any] | None:
+    """Sleep until the start the frontier booked; the release at that start,
+    or None when it must be booked afresh.
 
     A request that reached the middleware after its booked start (DNS, a busy
     loop) would crowd the next booking if sent now: with a shared backend it
     is booked again (conservative).
     """
     now = loop.time()
-    if shared and now > booked + margin:
+    if shared and now > booking.at + margin:
         stats.inc_value("politeness/frontier/rebooked")
         return None
-    if booked > now:
-        await asyncio.sleep(booked - now)
-    return booked
+    if booking.at > now:
+        await asyncio.sleep(booking.at - now)
+    return replace(release, at=booking.at)

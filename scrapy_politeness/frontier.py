@@ -118,6 +118,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._wake: asyncio.TimerHandle | None = None
         self._beat: asyncio.TimerHandle | None = None
         self._closed = False
+        self._rtt = 0.0  # recent pop round trip (a decaying maximum)
         logger.info("politeness: frontier queue %s on Redis, process id %s", self.key, self.pid)
         crawler.signals.connect(self._left, signal=signals.request_left_downloader)
         crawler.signals.connect(self._closing, signal=signals.spider_closed)
@@ -151,8 +152,12 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         now = clock()
         if now < self._quiet_until or self._closed:
             return None
-        reply = self._run_pop(1)
-        now = clock()  # after the reply: a delay read against it can only start late
+        slip = self._slip()
+        reply = self._run_pop(1, slip)
+        sent, now = now, clock()  # after the reply: a delay read against it can only start late
+        rtt = now - sent
+        if rtt < 1.0:
+            self._rtt = max(rtt, self._rtt * 0.95)
         kind = _text(reply[0])
         if kind == "req":
             request: Request = self._decode_request(reply[1])
@@ -160,7 +165,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             booked = int(reply[4])
             if booked != 2:
                 request.meta[BOOKED_META] = {"ip": _text(reply[3]) if booked else None,
-                                             "at": now + float(_text(reply[5]))}
+                                             "at": now + float(_text(reply[5])),
+                                             "covered": slip - rtt}
             self.stats.inc_value(_STATS + "popped")
             self._start_heartbeat()
             next_in = float(_text(reply[6]))
@@ -180,11 +186,18 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
 
     # -- internals ---------------------------------------------------------
 
-    def _run_pop(self, picks: int) -> list[Any]:
+    def _slip(self) -> float:
+        """How late after its booked start a send of ours is expected to leave:
+        the middleware's loop lag (twice: resume, then send) and the reply's trip,
+        as the backend's ``reserve`` books it."""
+        lag = self._mw.slip.lag if self._mw is not None else 0.0
+        return 2.0 * lag + self._rtt
+
+    def _run_pop(self, picks: int, slip: float = 0.0) -> list[Any]:
         acks, self._acks = self._acks, []
         reply: list[Any] = self._scripts["pop"](args=[
             self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
-            _LEAD, len(acks), *acks])
+            _LEAD, slip, len(acks), *acks])
         return reply
 
     def _route(self, request: Request) -> tuple[str, str]:

@@ -178,15 +178,20 @@ class PolitenessMiddleware:
         bucket = self.keys.ip_bucket(ip)
         booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
-        if booked is not None:  # that booking is the shared spend: no local respend
-            booked = await start_as_booked(booked, loop, self.shared is not None,
-                                           self.settings.send_margin, self.stats)
+        covered = math.inf
+        if booked is not None:  # that booking is the shared spend; a later send is reported
+            at_booked = await start_as_booked(booked, release, loop, self.shared is not None,
+                                              self.settings.send_margin, self.stats)
+            if at_booked is not None:
+                release, covered = at_booked, booked.covered
+                self.slip.respend(release, loop.time())
+            else:
+                booked = None
         elif waited_in_gate:
             self.slip.respend(release, loop.time())
         elif self.slip.lag > 0.0005:
             self.slip.respend(release, submitted)
         state = self.hosts.get(key)
-        covered = math.inf
         if self.shared is not None and booked is None:
             try:
                 release, covered = await self.shared.reserve(release, state, loop)

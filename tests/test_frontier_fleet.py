@@ -74,6 +74,23 @@ def test_three_processes_fetch_every_url_once_within_one_budget(
     assert sum(bool(i["booked"]) for i in fleet.items) >= len(urls) - len(SPEC["hosts"])
 
 
+def test_a_booked_request_sent_late_spaces_the_next_pop_of_every_process(
+        farm_factory: Any, redis_server: RedisServer) -> None:
+    """The send slips after the gate's release (here: 80 ms for every even page,
+    after the politeness middleware): the pop of another process must space
+    from the real start, not from the booked one, as ``reserve`` does."""
+    farm = farm_factory(SPEC)
+    urls = all_urls(farm, per_host=8)
+    seed(redis_server.url, urls)
+    fleet = run_fleet(fleet_settings(
+        farm, redis_server, DOWNLOADER_MIDDLEWARES={"late_send.LateSend": 960}))
+    assert fleet.codes == [0, 0, 0], fleet.logs
+    arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
+    assert fetched(farm) == wanted(urls)
+    assert sum(bool(i["booked"]) for i in fleet.items) >= len(urls) - len(SPEC["hosts"])
+    assert count_violations(arrivals) == (0, 0), describe_violations(arrivals)
+
+
 def _pid_of(log: Path) -> str | None:
     found = re.search(r"frontier queue \S+ on Redis, process id (\w+)", log.read_text())
     return found.group(1) if found else None

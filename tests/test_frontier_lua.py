@@ -43,10 +43,10 @@ class Frontier:
         self.s["push"](args=[P, data, priority, key, ip, 600, hold, cfg])
 
     def pop(self, pid: str = "p1", lease: float = 10.0, picks: int = 1,
-            acks: tuple[str, ...] = ()) -> list[Any]:
+            acks: tuple[str, ...] = (), slip: float = 0.0) -> list[Any]:
         reply: list[Any] = self.s["pop"](args=[
             P, NS, pid, lease, picks, INTERVAL, INTERVAL, 60.0, IP_FLOOR, MARGIN, 60.0, 16,
-            LEAD, len(acks), *acks])
+            LEAD, slip, len(acks), *acks])
         return [x.decode() if isinstance(x, bytes) else x for x in reply]
 
     def drain(self, pid: str = "p1") -> list[str]:
@@ -117,6 +117,22 @@ def test_a_host_due_within_the_lead_is_booked_at_its_instant(
     kind, wait = f.pop()  # b is due in 0.13 s: asked again 0.08 s from now
     assert kind == "wait"
     assert 0.05 < float(wait) <= 0.13 - LEAD
+
+
+def test_both_buckets_are_spent_at_the_start_plus_the_slip(redis_server: RedisServer) -> None:
+    """As reserve.lua: the process's expected send slip is spent, so the next
+    pop of any process is spaced from when the bytes leave, not from the plan."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("a.test", "r2")
+    before = f.now()
+    reply = f.pop(slip=0.04)
+    start = float(f.r.hget(f"{NS}:host:a.test", "last_start"))
+    assert float(reply[5]) <= 0.0 + 1e-6  # handed out for now ...
+    assert before + 0.04 <= start <= f.now() + 0.04  # ... spent 40 ms later
+    assert float(f.r.get(f"{NS}:ip:127.2.0.1")) == pytest.approx(start + IP_FLOOR, abs=1e-9)
+    assert f.r.zscore(f"{P}:hosts", "a.test") == pytest.approx(start + INTERVAL + MARGIN,
+                                                                abs=1e-6)
 
 
 def test_a_host_booked_elsewhere_is_not_handed_out(redis_server: RedisServer) -> None:

@@ -7,11 +7,13 @@
 -- not_before + margin, the IP key + margin; server clock only.
 --
 -- ARGV: P NS pid lease picks default floor ceiling ip_floor margin idle looks lead
---       n_acks acks...
+--       slip n_acks acks...
 --   pid/lease: this process and how long its heartbeat lasts; picks 0 = heartbeat only
 --   lead: a request eligible within this many seconds is handed out, booked at
 --         its eligible instant (the middleware sleeps until it: the engine's
 --         latency from here to the download then cannot shift the start)
+--   slip: how late after its booked start this process expects its bytes to leave
+--         (reserve.lua's slip): both buckets are spent at start + slip
 --   acks: request ids this process finished (their leases end)
 -- Returns {'req', data, id, ip, booked, delay, next_in}, {'wait', seconds}, {'empty'} or {'beat'};
 --   booked: 0 no IP bucket, 1 the IP booked too, 2 IP unknown (host booked only)
@@ -20,12 +22,13 @@ local P, NS, pid = ARGV[1], ARGV[2], ARGV[3]
 local lease, picks = tonumber(ARGV[4]), tonumber(ARGV[5])
 local default, floor, ceiling = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local ip_floor, margin, idle = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local looks, lead, n_acks = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local looks, lead, slip = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local n_acks = tonumber(ARGV[15])
 
 reclaim_dead(P, now)  -- before our own heartbeat: never reclaim ourselves
 redis.call('ZADD', P .. ':procs', now + lease, pid)
 if n_acks > 0 then
-  local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 15, 14 + n_acks))
+  local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 16, 15 + n_acks))
   if gone > 0 then redis.call('DECRBY', P .. ':leased', gone) end
 end
 if picks == 0 then return {'beat'} end
@@ -76,18 +79,19 @@ for _ = 1, looks do
       local member, score = head[1], head[2]
       redis.call('ZREM', q, member)
       local start = ready
+      local sent = start + slip  -- spent where the bytes are expected to leave
       if hkey then  -- book both buckets exactly as reserve.lua does
-        redis.call('HSET', hkey, 'last_start', fmt(start))
+        redis.call('HSET', hkey, 'last_start', fmt(sent))
         local keep = c
         if crawl_delay > keep then keep = crawl_delay end
         if not_before - now > keep then keep = not_before - now end
-        if start + interval - now > keep then keep = start + interval - now end
+        if sent + interval - now > keep then keep = sent + interval - now end
         redis.call('PEXPIRE', hkey, math.ceil((keep + idle) * 1000))
-        local horizon = start + interval
+        local horizon = sent + interval
         if ipkey then
           local spacing = host_clamp(adaptive, 0, f, c)
           if ip_floor > spacing then spacing = ip_floor end
-          local nxt = start + spacing
+          local nxt = sent + spacing
           if not ip_next or nxt > ip_next then
             redis.call('SET', ipkey, fmt(nxt), 'PX', math.ceil((nxt - now + idle) * 1000))
           end
@@ -97,7 +101,7 @@ for _ = 1, looks do
         if redis.call('PTTL', ns) < want then redis.call('PEXPIRE', ns, want) end
       end
       if redis.call('EXISTS', q) == 1 then
-        redis.call('ZADD', hosts, start + interval + margin, key)
+        redis.call('ZADD', hosts, sent + interval + margin, key)
       else
         redis.call('ZREM', hosts, key)
       end
