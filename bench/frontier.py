@@ -61,7 +61,7 @@ def run(scenario: Scenario, config: str, binary: str) -> str:
             seed(server.url, [farm.url(h, p) for h, p in scenario.urls])
             counter = CommandCounter(server.url)
             fleet = run_fleet(settings_for(config, scenario, farm, server.url), timeout=300)
-            counts = counter.stop()
+            sent = counter.stop()
             arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
     finally:
         server.stop()
@@ -75,8 +75,8 @@ def run(scenario: Scenario, config: str, binary: str) -> str:
     rebooked = sum(int(m) for log in fleet.logs
                    for m in re.findall(r"'politeness/frontier/rebooked': (\d+)", log))
     dispatched = max(j.requests, 1)
-    scripts = (counts["EVALSHA"] + counts["EVAL"]) / dispatched
-    commands = sum(counts.values()) / dispatched
+    scripts = (sent["EVALSHA"] + sent["EVAL"]) / dispatched
+    commands = sum(sent.values()) / dispatched
     ok = "ok" if fleet.codes == [0, 0, 0] else f"exit codes {fleet.codes}"
     return (f"| {scenario.name} | {config} | {j.requests} | {j.urls_ok}/{j.urls} | {twice} "
             f"| {j.host_viol} | {j.ip_viol} | {_ms(j.min_host_gap)} | {_ms(j.min_ip_gap)} "

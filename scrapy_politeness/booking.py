@@ -52,7 +52,7 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
 
 
 async def start_as_booked(booking: Booking, release: Release[Any],
-                          loop: asyncio.AbstractEventLoop, shared: bool, margin: float,
+                          loop: asyncio.AbstractEventLoop, *, shared: bool, margin: float,
                           stats: StatsCollector) -> Release[Any] | None:
     """Sleep until the start the frontier booked; the release at that start,
     or None when it must be booked afresh.

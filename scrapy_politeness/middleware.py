@@ -180,8 +180,9 @@ class PolitenessMiddleware:
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
         covered = math.inf
         if booked is not None:  # that booking is the shared spend; a later send is reported
-            at_booked = await start_as_booked(booked, release, loop, self.shared is not None,
-                                              self.settings.send_margin, self.stats)
+            at_booked = await start_as_booked(
+                booked, release, loop, shared=self.shared is not None,
+                margin=self.settings.send_margin, stats=self.stats)
             if at_booked is not None:
                 release, covered = at_booked, booked.covered
                 self.slip.respend(release, loop.time())
