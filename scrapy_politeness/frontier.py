@@ -63,6 +63,11 @@ _LOOKS = 16  # hosts re-filed per pop before answering "wait"
 # middleware sleeps until it, so the engine's latency cannot shift the start.
 _LEAD = 0.05
 _MAX_QUIET = 0.5  # the longest a process goes without asking (work pushed elsewhere)
+# A process told to wait for a bucket (or handed a request from it) claims the
+# bucket's next instant; the others pass over its hosts until this long after
+# that instant (the claimant is late, busy or dead): one pop per start, not N.
+_CLAIM = 0.2
+_MAX_IDLE = 2.0  # the longest a process whose every queued host is claimed elsewhere waits
 _IDLE_MARGIN = 60.0  # the Redis backend's default: booked keys outlive their wait by this
 _NETWORK_SCHEMES = frozenset(("http", "https"))
 _STATS = "politeness/frontier/"
@@ -119,6 +124,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._beat: asyncio.TimerHandle | None = None
         self._closed = False
         self._rtt = 0.0  # recent pop round trip (a decaying maximum)
+        self._idle = 0.0  # the current wait while every queued host is claimed elsewhere
+        self._last_pop = 0.0
         logger.info("politeness: frontier queue %s on Redis, process id %s", self.key, self.pid)
         crawler.signals.connect(self._left, signal=signals.request_left_downloader)
         crawler.signals.connect(self._closing, signal=signals.spider_closed)
@@ -144,6 +151,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._scripts["push"](args=[self.key, self._encode_request(request), request.priority,
                                     key, ip, _IP_TTL, _RESOLVE_HOLD, cfg])
         self._quiet_until = 0.0  # the pushed host may be eligible now
+        self._idle = 0.0
         self._start_heartbeat()
 
     def pop(self, timeout: float = 0) -> Request | None:
@@ -159,6 +167,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         if rtt < 1.0:
             self._rtt = max(rtt, self._rtt * 0.95)
         kind = _text(reply[0])
+        if kind != "claimed":
+            self._idle = 0.0
         if kind == "req":
             request: Request = self._decode_request(reply[1])
             self._leases[request] = _text(reply[2])
@@ -171,13 +181,22 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             self._start_heartbeat()
             next_in = float(_text(reply[6]))
             if next_in != 0:  # nothing else due now: the engine's next pull stays local
-                self._quiet(now, next_in if next_in > 0 else _MAX_QUIET)
+                # next_in > 0: an instant this process claimed (or free); not capped,
+                # or the process would ask before it and find nothing
+                self._quiet(now, next_in if next_in > 0 else _MAX_QUIET, cap=_MAX_IDLE)
                 if next_in > 0:
                     self._pending_until = self._quiet_until
             return request
-        wait = float(_text(reply[1])) if kind == "wait" else _MAX_QUIET
-        self._quiet(now, wait)
-        if kind == "wait":  # something is queued (here or elsewhere) until then at least
+        self.stats.inc_value(_STATS + "empty_pops")
+        if kind == "claimed":  # others come for every queued host: ask less and less
+            self._idle = min(max(2.0 * self._idle, float(_text(reply[1])), _MAX_QUIET),
+                             _MAX_IDLE)
+            self._quiet(now, self._idle, cap=_MAX_IDLE)
+            self.stats.inc_value(_STATS + "claimed_elsewhere")
+        else:
+            self._quiet(now, float(_text(reply[1])) if kind == "wait" else _MAX_QUIET,
+                        cap=_MAX_IDLE if kind == "wait" else _MAX_QUIET)  # claimed: see above
+        if kind != "empty":  # something is queued (here or elsewhere) until then at least
             self._pending_until = self._quiet_until
         return None
 
@@ -195,9 +214,10 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
 
     def _run_pop(self, picks: int, slip: float = 0.0) -> list[Any]:
         acks, self._acks = self._acks, []
+        self._last_pop = clock()
         reply: list[Any] = self._scripts["pop"](args=[
             self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
-            _LEAD, slip, len(acks), *acks])
+            _LEAD, slip, _CLAIM, len(acks), *acks])
         return reply
 
     def _route(self, request: Request) -> tuple[str, str]:
@@ -235,9 +255,9 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         finally:
             del self._resolving[hostname]
 
-    def _quiet(self, now: float, wait: float) -> None:
+    def _quiet(self, now: float, wait: float, cap: float = _MAX_QUIET) -> None:
         """Ask Redis again (and wake the engine) when the soonest host is due."""
-        delay = min(max(wait, 0.001), _MAX_QUIET)
+        delay = min(max(wait, 0.001), cap)
         self._quiet_until = now + delay
         if self._wake is not None:
             self._wake.cancel()
@@ -260,7 +280,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         """Keep our leases (and hand back any dead process's) between pops."""
         self._beat = None
         try:
-            self._run_pop(0)
+            if clock() - self._last_pop >= _LEASE / 4:  # a pop beats too
+                self._run_pop(0)
         except Exception:  # Redis away: the next pop reports it; keep beating
             logger.debug("politeness: frontier heartbeat failed", exc_info=True)
         self._start_heartbeat()

@@ -92,6 +92,7 @@ class CommandCounter:
 
         parts = urlsplit(redis_url)
         self.counts: collections.Counter[str] = collections.Counter()
+        self.scripts: collections.Counter[str] = collections.Counter()  # EVALSHA by SHA1
         self._sock = socket.create_connection((parts.hostname, parts.port or 6379))
         self._sock.sendall(b"MONITOR\r\n")
         self._buf = b""
@@ -117,7 +118,11 @@ class CommandCounter:
                 head, _, rest = line.partition(b"] ")
                 if head.endswith(b" lua") or not rest.startswith(b'"'):
                     continue
-                self.counts[rest[1:].split(b'"', 1)[0].decode().upper()] += 1
+                name, _, args = rest[1:].partition(b'"')
+                command = name.decode().upper()
+                self.counts[command] += 1
+                if command == "EVALSHA":
+                    self.scripts[args[2:42].decode()] += 1
             if self._stop:
                 return
 
