@@ -77,11 +77,13 @@ def run(scenario: Scenario, config: str, binary: str) -> str:
     dispatched = max(j.requests, 1)
     scripts = (sent["EVALSHA"] + sent["EVAL"]) / dispatched
     commands = sum(sent.values()) / dispatched
+    tail = fleet.ended - max(a.t for a in arrivals) if arrivals else 0.0
     ok = "ok" if fleet.codes == [0, 0, 0] else f"exit codes {fleet.codes}"
     return (f"| {scenario.name} | {config} | {j.requests} | {j.urls_ok}/{j.urls} | {twice} "
             f"| {j.host_viol} | {j.ip_viol} | {_ms(j.min_host_gap)} | {_ms(j.min_ip_gap)} "
             f"| {j.wall:.2f} | {j.bound:.2f} | {j.ratio:.2f} "
-            f"| {last_first:.2f} | {rebooked} | {scripts:.2f} | {commands:.2f} | {ok} |")
+            f"| {last_first:.2f} | {rebooked} | {scripts:.2f} | {commands:.2f} | {tail:.1f} "
+            f"| {ok} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| scenario | queue | requests | URLs ok | fetched twice | host viol | IP viol "
           "| min host gap ms | min IP gap ms | wall s | T* s | wall/T* "
           "| last host's first start s | rebooked | scripts / request | commands / request "
-          "| processes |")
-    print("| --- | --- |" + " ---: |" * 15 + " --- |")
+          "| exit after last fetch s | processes |")
+    print("| --- | --- |" + " ---: |" * 16 + " --- |")
     for name in args.scenarios.split(","):
         scenario = SCENARIOS[name](args.quick)
         for config in CONFIGS:

@@ -28,12 +28,14 @@ class Fleet:
     logs: list[str] = field(default_factory=list)
     codes: list[int | None] = field(default_factory=list)
     wall: float = 0.0
+    ended: float = 0.0  # time.monotonic() once every process exited (the farm's clock)
 
 
 def seed(redis_url: str, urls: list[str], key: str = "frontier:start_urls") -> None:
-    """Put the start URLs in scrapy-redis's start key, first URL popped first."""
+    """Put the start URLs in scrapy-redis's start key, first URL popped first, as
+    JSON (``{"url": ...}``: a bare URL string makes scrapy-redis warn per URL)."""
     client = redis.Redis.from_url(redis_url)
-    client.rpush(key, *urls)
+    client.rpush(key, *(json.dumps({"url": url}) for url in urls))
     client.close()
 
 
@@ -64,7 +66,8 @@ def run_fleet(settings: dict[str, Any], processes: int = 3, *, timeout: float = 
             except subprocess.TimeoutExpired:
                 p.send_signal(signal.SIGKILL)
                 p.wait()
-        fleet.wall = time.monotonic() - start
+        fleet.ended = time.monotonic()
+        fleet.wall = fleet.ended - start
         for p, (items_out, log) in zip(procs, outs, strict=True):
             fleet.codes.append(p.returncode)
             log.seek(0)
