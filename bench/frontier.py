@@ -1,6 +1,7 @@
 """Three scrapy-redis processes on one Redis: the frontier queue vs the stock queue.
 
     .venv/bin/python -m bench.frontier [--quick] [--scenarios head-of-line,broad,shared-ip]
+        [--queues frontier,stock-queue]
 
 Per scenario, side by side in one run, each on a fresh redis-server and farm:
 ``frontier`` (scrapy-redis's scheduler + the add-on, which picks
@@ -90,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--queues", default=",".join(CONFIGS),
+                        help="frontier, stock-queue or both (side by side)")
     args = parser.parse_args(argv)
     binary = shutil.which("redis-server")
     if binary is None:
@@ -101,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- |" + " ---: |" * 16 + " --- |")
     for name in args.scenarios.split(","):
         scenario = SCENARIOS[name](args.quick)
-        for config in CONFIGS:
+        for config in args.queues.split(","):
             print(run(scenario, config, binary), flush=True)
     return 0
 
