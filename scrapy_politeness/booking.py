@@ -17,11 +17,14 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
-    from .policy import Release
+    from .policy import HostState, Release
 
-__all__ = ["BOOKED_META", "Booking", "booked_start", "start_as_booked"]
+__all__ = ["BOOKED_META", "LEAD", "Booking", "booked_start", "late_allowance",
+           "start_as_booked"]
 
 BOOKED_META = "politeness_booked"
+# The frontier hands a request out up to this long before the instant it booked.
+LEAD = 0.05
 
 
 class Booking(NamedTuple):
@@ -51,20 +54,38 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
     return Booking(float(at), float(covered) if isinstance(covered, (int, float)) else math.inf)
 
 
+def late_allowance(state: HostState, ip_floor: float | None) -> float:
+    """How late after its booked start a request may still go, its real start
+    reported to the shared buckets at once (``ip_floor`` None: no IP bucket).
+
+    The next start on the same buckets is booked no sooner than one spacing
+    after this booking, minus the frontier's lead; half of what is left leaves
+    the report ample time to land first. Later than this: booked afresh.
+    """
+    spacing = state.interval()
+    if ip_floor is not None:
+        spacing = min(spacing, max(ip_floor, state.ip_interval()))
+    return max(0.0, (spacing - LEAD) / 2.0)
+
+
 async def start_as_booked(booking: Booking, release: Release[Any],
                           loop: asyncio.AbstractEventLoop, *, shared: bool, margin: float,
-                          stats: StatsCollector) -> Release[Any] | None:
-    """Sleep until the start the frontier booked; the release at that start,
+                          late_ok: float, stats: StatsCollector) -> Release[Any] | None:
+    """Sleep until the start the frontier booked; the release at that start (at
+    now when it is up to ``late_ok`` late: the caller reports the real start),
     or None when it must be booked afresh.
 
-    A request that reached the middleware after its booked start (DNS, a busy
-    loop) would crowd the next booking if sent now: with a shared backend it
-    is booked again (conservative).
+    A request that reached the middleware well after its booked start (DNS, a
+    busy loop) would crowd the next booking if sent now: with a shared backend
+    it is booked again (conservative), which spends one more slot.
     """
     now = loop.time()
     if shared and now > booking.at + margin:
-        stats.inc_value("politeness/frontier/rebooked")
-        return None
+        if now - booking.at > late_ok:
+            stats.inc_value("politeness/frontier/rebooked")
+            return None
+        stats.inc_value("politeness/frontier/sent_late")
+        return replace(release, at=now)
     if booking.at > now:
         await asyncio.sleep(booking.at - now)
     return replace(release, at=booking.at)

@@ -39,7 +39,7 @@ from scrapy import Request, signals
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy_redis.queue import Base
 
-from .booking import BOOKED_META
+from .booking import BOOKED_META, LEAD
 from .dns import DnsCache
 from .handout import gate_of, wake_engine
 from .policy import host_key
@@ -61,7 +61,7 @@ _RESOLVE_HOLD = 2.0  # how long a host waits for someone to write its IP
 _LOOKS = 16  # hosts re-filed per pop before answering "wait"
 # A request eligible this soon is handed out, booked at its eligible instant; the
 # middleware sleeps until it, so the engine's latency cannot shift the start.
-_LEAD = 0.05
+_LEAD = LEAD
 _MAX_QUIET = 0.5  # the longest a process goes without asking (work pushed elsewhere)
 # A process told to wait for a bucket (or handed a request from it) claims the
 # bucket's next instant; the others pass over its hosts until this long after

@@ -1,10 +1,11 @@
 """A downloader middleware that makes some sends leave late, for the fleet tests.
 
-It sits after the politeness middleware (priority 960 > 950) and, for the URLs
-whose last path segment is an even number, holds the request ``LATE_SEND_S``
-seconds (default 0.08) before the download handler sees it: the slip a busy
-machine puts between the gate's release and the bytes leaving, made
-deterministic. The event loop keeps running (an ``asyncio.sleep``).
+For the URLs whose last path segment is an even number it holds the request
+``LATE_SEND_S`` seconds (default 0.08). After the politeness middleware
+(priority 960 > 950) that is the slip a busy machine puts between the gate's
+release and the bytes leaving; before it (940), a popped request that reaches
+the gate after the instant its pop booked. Made deterministic; the event loop
+keeps running (an ``asyncio.sleep``).
 """
 
 from __future__ import annotations
