@@ -1,6 +1,7 @@
 """Three scrapy-redis processes on one Redis: the frontier queue vs the stock queue.
 
     .venv/bin/python -m bench.frontier [--quick] [--scenarios head-of-line,broad,shared-ip]
+        [--queues frontier,stock-queue]
 
 Per scenario, side by side in one run, each on a fresh redis-server and farm:
 ``frontier`` (scrapy-redis's scheduler + the add-on, which picks
@@ -24,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from frontier_crawl import STOCK_QUEUE, run_fleet, seed
+from frontier_crawl import STOCK_QUEUE, CommandCounter, run_fleet, seed
 from redis_server import RedisServer
 
 from scrapy_politeness._sitefarm import Farm
@@ -59,7 +60,9 @@ def run(scenario: Scenario, config: str, binary: str) -> str:
     try:
         with Farm(scenario.spec) as farm:
             seed(server.url, [farm.url(h, p) for h, p in scenario.urls])
+            counter = CommandCounter(server.url)
             fleet = run_fleet(settings_for(config, scenario, farm, server.url), timeout=300)
+            sent = counter.stop()
             arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
     finally:
         server.stop()
@@ -72,28 +75,36 @@ def run(scenario: Scenario, config: str, binary: str) -> str:
     last_first = max(first.values()) - min(first.values()) if first else 0.0
     rebooked = sum(int(m) for log in fleet.logs
                    for m in re.findall(r"'politeness/frontier/rebooked': (\d+)", log))
+    dispatched = max(j.requests, 1)
+    scripts = (sent["EVALSHA"] + sent["EVAL"]) / dispatched
+    commands = sum(sent.values()) / dispatched
+    tail = fleet.ended - max(a.t for a in arrivals) if arrivals else 0.0
     ok = "ok" if fleet.codes == [0, 0, 0] else f"exit codes {fleet.codes}"
     return (f"| {scenario.name} | {config} | {j.requests} | {j.urls_ok}/{j.urls} | {twice} "
             f"| {j.host_viol} | {j.ip_viol} | {_ms(j.min_host_gap)} | {_ms(j.min_ip_gap)} "
             f"| {j.wall:.2f} | {j.bound:.2f} | {j.ratio:.2f} "
-            f"| {last_first:.2f} | {rebooked} | {ok} |")
+            f"| {last_first:.2f} | {rebooked} | {scripts:.2f} | {commands:.2f} | {tail:.1f} "
+            f"| {ok} |")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--queues", default=",".join(CONFIGS),
+                        help="frontier, stock-queue or both (side by side)")
     args = parser.parse_args(argv)
     binary = shutil.which("redis-server")
     if binary is None:
         sys.exit("redis-server is not installed (apt-get install -y redis-server)")
     print("| scenario | queue | requests | URLs ok | fetched twice | host viol | IP viol "
           "| min host gap ms | min IP gap ms | wall s | T* s | wall/T* "
-          "| last host's first start s | rebooked | processes |")
-    print("| --- | --- |" + " ---: |" * 13 + " --- |")
+          "| last host's first start s | rebooked | scripts / request | commands / request "
+          "| exit after last fetch s | processes |")
+    print("| --- | --- |" + " ---: |" * 16 + " --- |")
     for name in args.scenarios.split(","):
         scenario = SCENARIOS[name](args.quick)
-        for config in CONFIGS:
+        for config in args.queues.split(","):
             print(run(scenario, config, binary), flush=True)
     return 0
 

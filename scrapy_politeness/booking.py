@@ -9,43 +9,83 @@ middleware would spend the budget twice. The local gate still enforces.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["BOOKED_META", "booked_start", "start_as_booked"]
+    from .policy import HostState, Release
+
+__all__ = ["BOOKED_META", "LEAD", "Booking", "booked_start", "late_allowance",
+           "start_as_booked"]
 
 BOOKED_META = "politeness_booked"
+# The frontier hands a request out up to this long before the instant it booked.
+LEAD = 0.05
 
 
-def booked_start(request: Request, ip: str | None) -> float | None:
-    """The start the frontier booked for this request (event-loop clock), or None.
+class Booking(NamedTuple):
+    """A start the frontier booked: ``at`` (event-loop clock) and how late a
+    send after it the booking already spent for (``covered``): a later send is
+    reported to the shared buckets (``SendSlip``), as after a ``reserve``."""
+
+    at: float
+    covered: float
+
+
+def booked_start(request: Request, ip: str | None) -> Booking | None:
+    """The start the frontier booked for this request, or None.
 
     None unless it booked the host and exactly the IP bucket ``ip`` (None: no
     IP bucket) the gate uses: a name that resolved differently since is
-    booked by the middleware as usual. The value is ``{"ip": ..., "at": ...}``.
+    booked by the middleware as usual. The value is
+    ``{"ip": ..., "at": ..., "covered": ...}``.
     """
     booked = request.meta.get(BOOKED_META)
     if not isinstance(booked, dict) or booked.get("ip") != ip:
         return None
     at = booked.get("at")
-    return float(at) if isinstance(at, (int, float)) else None
+    if not isinstance(at, (int, float)):
+        return None
+    covered = booked.get("covered")
+    return Booking(float(at), float(covered) if isinstance(covered, (int, float)) else math.inf)
 
 
-async def start_as_booked(booked: float, loop: asyncio.AbstractEventLoop, shared: bool,
-                          margin: float, stats: StatsCollector) -> float | None:
-    """Sleep until the start the frontier booked; None when it must be booked afresh.
+def late_allowance(state: HostState, ip_floor: float | None) -> float:
+    """How late after its booked start a request may still go, its real start
+    reported to the shared buckets at once (``ip_floor`` None: no IP bucket).
 
-    A request that reached the middleware after its booked start (DNS, a busy
-    loop) would crowd the next booking if sent now: with a shared backend it
-    is booked again (conservative).
+    The next start on the same buckets is booked no sooner than one spacing
+    after this booking, minus the frontier's lead; half of what is left leaves
+    the report ample time to land first. Later than this: booked afresh.
+    """
+    spacing = state.interval()
+    if ip_floor is not None:
+        spacing = min(spacing, max(ip_floor, state.ip_interval()))
+    return max(0.0, (spacing - LEAD) / 2.0)
+
+
+async def start_as_booked(booking: Booking, release: Release[Any],
+                          loop: asyncio.AbstractEventLoop, *, shared: bool, margin: float,
+                          late_ok: float, stats: StatsCollector) -> Release[Any] | None:
+    """Sleep until the start the frontier booked; the release at that start (at
+    now when it is up to ``late_ok`` late: the caller reports the real start),
+    or None when it must be booked afresh.
+
+    A request that reached the middleware well after its booked start (DNS, a
+    busy loop) would crowd the next booking if sent now: with a shared backend
+    it is booked again (conservative), which spends one more slot.
     """
     now = loop.time()
-    if shared and now > booked + margin:
-        stats.inc_value("politeness/frontier/rebooked")
-        return None
-    if booked > now:
-        await asyncio.sleep(booked - now)
-    return booked
+    if shared and now > booking.at + margin:
+        if now - booking.at > late_ok:
+            stats.inc_value("politeness/frontier/rebooked")
+            return None
+        stats.inc_value("politeness/frontier/sent_late")
+        return replace(release, at=now)
+    if booking.at > now:
+        await asyncio.sleep(booking.at - now)
+    return replace(release, at=booking.at)

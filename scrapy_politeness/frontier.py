@@ -39,7 +39,7 @@ from scrapy import Request, signals
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy_redis.queue import Base
 
-from .booking import BOOKED_META
+from .booking import BOOKED_META, LEAD
 from .dns import DnsCache
 from .handout import gate_of, wake_engine
 from .policy import host_key
@@ -61,8 +61,13 @@ _RESOLVE_HOLD = 2.0  # how long a host waits for someone to write its IP
 _LOOKS = 16  # hosts re-filed per pop before answering "wait"
 # A request eligible this soon is handed out, booked at its eligible instant; the
 # middleware sleeps until it, so the engine's latency cannot shift the start.
-_LEAD = 0.05
+_LEAD = LEAD
 _MAX_QUIET = 0.5  # the longest a process goes without asking (work pushed elsewhere)
+# A process told to wait for a bucket (or handed a request from it) claims the
+# bucket's next instant; the others pass over its hosts until this long after
+# that instant (the claimant is late, busy or dead): one pop per start, not N.
+_CLAIM = 0.2
+_MAX_IDLE = 2.0  # the longest a process whose every queued host is claimed elsewhere waits
 _IDLE_MARGIN = 60.0  # the Redis backend's default: booked keys outlive their wait by this
 _NETWORK_SCHEMES = frozenset(("http", "https"))
 _STATS = "politeness/frontier/"
@@ -118,6 +123,9 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._wake: asyncio.TimerHandle | None = None
         self._beat: asyncio.TimerHandle | None = None
         self._closed = False
+        self._rtt = 0.0  # recent pop round trip (a decaying maximum)
+        self._idle = 0.0  # the current wait while every queued host is claimed elsewhere
+        self._last_pop = 0.0
         logger.info("politeness: frontier queue %s on Redis, process id %s", self.key, self.pid)
         crawler.signals.connect(self._left, signal=signals.request_left_downloader)
         crawler.signals.connect(self._closing, signal=signals.spider_closed)
@@ -143,6 +151,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._scripts["push"](args=[self.key, self._encode_request(request), request.priority,
                                     key, ip, _IP_TTL, _RESOLVE_HOLD, cfg])
         self._quiet_until = 0.0  # the pushed host may be eligible now
+        self._idle = 0.0
         self._start_heartbeat()
 
     def pop(self, timeout: float = 0) -> Request | None:
@@ -151,27 +160,43 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         now = clock()
         if now < self._quiet_until or self._closed:
             return None
-        reply = self._run_pop(1)
-        now = clock()  # after the reply: a delay read against it can only start late
+        slip = self._slip()
+        reply = self._run_pop(1, slip)
+        sent, now = now, clock()  # after the reply: a delay read against it can only start late
+        rtt = now - sent
+        if rtt < 1.0:
+            self._rtt = max(rtt, self._rtt * 0.95)
         kind = _text(reply[0])
+        if kind != "claimed":
+            self._idle = 0.0
         if kind == "req":
             request: Request = self._decode_request(reply[1])
             self._leases[request] = _text(reply[2])
             booked = int(reply[4])
             if booked != 2:
                 request.meta[BOOKED_META] = {"ip": _text(reply[3]) if booked else None,
-                                             "at": now + float(_text(reply[5]))}
+                                             "at": now + float(_text(reply[5])),
+                                             "covered": slip - rtt}
             self.stats.inc_value(_STATS + "popped")
             self._start_heartbeat()
             next_in = float(_text(reply[6]))
             if next_in != 0:  # nothing else due now: the engine's next pull stays local
-                self._quiet(now, next_in if next_in > 0 else _MAX_QUIET)
+                # next_in > 0: an instant this process claimed (or free); not capped,
+                # or the process would ask before it and find nothing
+                self._quiet(now, next_in if next_in > 0 else _MAX_QUIET, cap=_MAX_IDLE)
                 if next_in > 0:
                     self._pending_until = self._quiet_until
             return request
-        wait = float(_text(reply[1])) if kind == "wait" else _MAX_QUIET
-        self._quiet(now, wait)
-        if kind == "wait":  # something is queued (here or elsewhere) until then at least
+        self.stats.inc_value(_STATS + "empty_pops")
+        if kind == "claimed":  # others come for every queued host: ask less and less
+            self._idle = min(max(2.0 * self._idle, float(_text(reply[1])), _MAX_QUIET),
+                             _MAX_IDLE)
+            self._quiet(now, self._idle, cap=_MAX_IDLE)
+            self.stats.inc_value(_STATS + "claimed_elsewhere")
+        else:
+            self._quiet(now, float(_text(reply[1])) if kind == "wait" else _MAX_QUIET,
+                        cap=_MAX_IDLE if kind == "wait" else _MAX_QUIET)  # claimed: see above
+        if kind != "empty":  # something is queued (here or elsewhere) until then at least
             self._pending_until = self._quiet_until
         return None
 
@@ -180,11 +205,19 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
 
     # -- internals ---------------------------------------------------------
 
-    def _run_pop(self, picks: int) -> list[Any]:
+    def _slip(self) -> float:
+        """How late after its booked start a send of ours is expected to leave:
+        the middleware's loop lag (twice: resume, then send) and the reply's trip,
+        as the backend's ``reserve`` books it."""
+        lag = self._mw.slip.lag if self._mw is not None else 0.0
+        return 2.0 * lag + self._rtt
+
+    def _run_pop(self, picks: int, slip: float = 0.0) -> list[Any]:
         acks, self._acks = self._acks, []
+        self._last_pop = clock()
         reply: list[Any] = self._scripts["pop"](args=[
             self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
-            _LEAD, len(acks), *acks])
+            _LEAD, slip, _CLAIM, len(acks), *acks])
         return reply
 
     def _route(self, request: Request) -> tuple[str, str]:
@@ -222,9 +255,9 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         finally:
             del self._resolving[hostname]
 
-    def _quiet(self, now: float, wait: float) -> None:
+    def _quiet(self, now: float, wait: float, cap: float = _MAX_QUIET) -> None:
         """Ask Redis again (and wake the engine) when the soonest host is due."""
-        delay = min(max(wait, 0.001), _MAX_QUIET)
+        delay = min(max(wait, 0.001), cap)
         self._quiet_until = now + delay
         if self._wake is not None:
             self._wake.cancel()
@@ -247,7 +280,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         """Keep our leases (and hand back any dead process's) between pops."""
         self._beat = None
         try:
-            self._run_pop(0)
+            if clock() - self._last_pop >= _LEASE / 4:  # a pop beats too
+                self._run_pop(0)
         except Exception:  # Redis away: the next pop reports it; keep beating
             logger.debug("politeness: frontier heartbeat failed", exc_info=True)
         self._start_heartbeat()

@@ -28,7 +28,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from .backends import make_backend
-from .booking import booked_start, start_as_booked
+from .booking import booked_start, late_allowance, start_as_booked
 from .dns import DnsCache
 from .drops import Drops
 from .failures import classify_exception
@@ -180,15 +180,25 @@ class PolitenessMiddleware:
         bucket = self.keys.ip_bucket(ip)
         booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
-        if booked is not None:  # that booking is the shared spend: no local respend
-            booked = await start_as_booked(booked, loop, self.shared is not None,
-                                           self.settings.send_margin, self.stats)
+        covered = math.inf
+        state = self.hosts.get(key)
+        if booked is not None:  # that booking is the shared spend; a later send is reported
+            at_booked = await start_as_booked(
+                booked, release, loop, shared=self.shared is not None,
+                margin=self.settings.send_margin, stats=self.stats, late_ok=late_allowance(
+                    state, None if bucket is None else self.ips.floor))
+            if at_booked is not None:
+                release, covered = at_booked, booked.covered
+                self.slip.respend(release, loop.time())
+                if release.at > booked.at and self.shared is not None:  # late: say so now
+                    self.shared.late_start(Dispatch(key, release.at, release.ip), state,
+                                           -2.0 * self.slip.lag)
+            else:
+                booked = None
         elif waited_in_gate:
             self.slip.respend(release, loop.time())
         elif self.slip.lag > 0.0005:
             self.slip.respend(release, submitted)
-        state = self.hosts.get(key)
-        covered = math.inf
         if self.shared is not None and booked is None:
             try:
                 release, covered = await self.shared.reserve(release, state, loop)

@@ -28,12 +28,14 @@ class Fleet:
     logs: list[str] = field(default_factory=list)
     codes: list[int | None] = field(default_factory=list)
     wall: float = 0.0
+    ended: float = 0.0  # time.monotonic() once every process exited (the farm's clock)
 
 
 def seed(redis_url: str, urls: list[str], key: str = "frontier:start_urls") -> None:
-    """Put the start URLs in scrapy-redis's start key, first URL popped first."""
+    """Put the start URLs in scrapy-redis's start key, first URL popped first, as
+    JSON (``{"url": ...}``: a bare URL string makes scrapy-redis warn per URL)."""
     client = redis.Redis.from_url(redis_url)
-    client.rpush(key, *urls)
+    client.rpush(key, *(json.dumps({"url": url}) for url in urls))
     client.close()
 
 
@@ -64,7 +66,8 @@ def run_fleet(settings: dict[str, Any], processes: int = 3, *, timeout: float = 
             except subprocess.TimeoutExpired:
                 p.send_signal(signal.SIGKILL)
                 p.wait()
-        fleet.wall = time.monotonic() - start
+        fleet.ended = time.monotonic()
+        fleet.wall = fleet.ended - start
         for p, (items_out, log) in zip(procs, outs, strict=True):
             fleet.codes.append(p.returncode)
             log.seek(0)
@@ -78,32 +81,66 @@ def run_fleet(settings: dict[str, Any], processes: int = 3, *, timeout: float = 
 
 
 class CommandCounter:
-    """Counts the commands clients send to Redis (MONITOR; not those run inside scripts)."""
+    """Counts the commands clients send to Redis (MONITOR; not those run inside scripts).
+
+    Reads MONITOR's raw lines on a plain socket: every argument is quoted and
+    escaped there, so one line is one command whatever the (pickled) payload,
+    where a parsing client can choke on it and stop counting.
+    """
 
     def __init__(self, redis_url: str) -> None:
+        import socket
         import threading
+        from urllib.parse import urlsplit
 
+        parts = urlsplit(redis_url)
         self.counts: collections.Counter[str] = collections.Counter()
-        self._client = redis.Redis.from_url(redis_url)
-        self._monitor = self._client.monitor()
-        self._monitor.__enter__()
+        self.scripts: collections.Counter[str] = collections.Counter()  # EVALSHA by SHA1
+        self._sock = socket.create_connection((parts.hostname, parts.port or 6379))
+        self._sock.sendall(b"MONITOR\r\n")
+        self._buf = b""
+        while b"\r\n" not in self._buf:  # +OK: monitoring from here on
+            self._buf += self._sock.recv(4096)
+        self._buf = self._buf.split(b"\r\n", 1)[1]
         self._stop = False
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop:
+        buf = self._buf
+        while True:
             try:
-                entry = self._monitor.next_command()
-            except Exception:  # the connection closed: we are done
+                chunk = self._sock.recv(1 << 16)
+            except OSError:  # closed by stop()
                 return
-            if entry.get("client_type") != "lua":
-                self.counts[str(entry["command"]).split(" ", 1)[0].upper()] += 1
+            if not chunk:
+                return
+            *lines, buf = (buf + chunk).split(b"\r\n")
+            for line in lines:
+                # +<time> [<db> <client>] "COMMAND" ...; <client> is "lua" inside a script
+                head, _, rest = line.partition(b"] ")
+                if head.endswith(b" lua") or not rest.startswith(b'"'):
+                    continue
+                name, _, args = rest[1:].partition(b'"')
+                command = name.decode().upper()
+                self.counts[command] += 1
+                if command == "EVALSHA":
+                    self.scripts[args[2:42].decode()] += 1
+            if self._stop:
+                return
 
     def stop(self) -> collections.Counter[str]:
+        import socket
+        import time as _time
+
+        _time.sleep(0.2)  # let the last lines arrive
         self._stop = True
-        self._client.ping()  # one more line so the reader sees the flag
+        client = redis.Redis.from_url(f"redis://{self._sock.getpeername()[0]}:"
+                                      f"{self._sock.getpeername()[1]}")
+        client.ping()  # one more line so the reader sees the flag
+        client.close()
         self._thread.join(5)
-        self._monitor.connection.disconnect()
-        self.counts.pop("PING", None)
+        self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+        self.counts.pop("PING", None)  # ours (and the clients' connection checks)
         return self.counts

@@ -17,7 +17,7 @@ from scrapy_politeness.backends.redis import _script
 from scrapy_politeness.frontier import _script_source
 
 P, NS = "spider:requests", "politeness:test"
-INTERVAL, MARGIN, IP_FLOOR, LEAD = 0.3, 0.01, 0.3, 0.05
+INTERVAL, MARGIN, IP_FLOOR, LEAD, CLAIM = 0.3, 0.01, 0.3, 0.05, 0.2
 
 
 @pytest.fixture
@@ -43,10 +43,11 @@ class Frontier:
         self.s["push"](args=[P, data, priority, key, ip, 600, hold, cfg])
 
     def pop(self, pid: str = "p1", lease: float = 10.0, picks: int = 1,
-            acks: tuple[str, ...] = ()) -> list[Any]:
+            acks: tuple[str, ...] = (), *, slip: float = 0.0,
+            claim: float = CLAIM) -> list[Any]:
         reply: list[Any] = self.s["pop"](args=[
             P, NS, pid, lease, picks, INTERVAL, INTERVAL, 60.0, IP_FLOOR, MARGIN, 60.0, 16,
-            LEAD, len(acks), *acks])
+            LEAD, slip, claim, len(acks), *acks])
         return [x.decode() if isinstance(x, bytes) else x for x in reply]
 
     def drain(self, pid: str = "p1") -> list[str]:
@@ -117,6 +118,22 @@ def test_a_host_due_within_the_lead_is_booked_at_its_instant(
     kind, wait = f.pop()  # b is due in 0.13 s: asked again 0.08 s from now
     assert kind == "wait"
     assert 0.05 < float(wait) <= 0.13 - LEAD
+
+
+def test_both_buckets_are_spent_at_the_start_plus_the_slip(redis_server: RedisServer) -> None:
+    """As reserve.lua: the process's expected send slip is spent, so the next
+    pop of any process is spaced from when the bytes leave, not from the plan."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("a.test", "r2")
+    before = f.now()
+    reply = f.pop(slip=0.04)
+    start = float(f.r.hget(f"{NS}:host:a.test", "last_start"))
+    assert float(reply[5]) <= 0.0 + 1e-6  # handed out for now ...
+    assert before + 0.04 <= start <= f.now() + 0.04  # ... spent 40 ms later
+    assert float(f.r.get(f"{NS}:ip:127.2.0.1")) == pytest.approx(start + IP_FLOOR, abs=1e-9)
+    assert f.r.zscore(f"{P}:hosts", "a.test") == pytest.approx(start + INTERVAL + MARGIN,
+                                                                abs=1e-6)
 
 
 def test_a_host_booked_elsewhere_is_not_handed_out(redis_server: RedisServer) -> None:
@@ -241,3 +258,43 @@ def test_clear_drops_queued_and_leased(redis_server: RedisServer) -> None:
     assert f.length() == (0, 0)
     assert not [k for k in f.r.scan_iter(f"{P}:*") if not k.startswith(f"{P}:ip:".encode())
                 and k != f"{P}:seq".encode()]
+
+
+def test_the_process_told_to_wait_claims_the_bucket(redis_server: RedisServer) -> None:
+    """N processes told the same instant would all ask at it: the first one told
+    claims the bucket (here the IP), the others pass over its hosts."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("a2.test", "r2")  # the same IP as a.test
+    f.r.hset(f"{NS}:host:a.test", "last_start", repr(f.now()))  # due in 0.31 s
+    f.r.set(f"{NS}:ip:127.2.0.1", repr(f.now() + 0.2))
+    assert f.pop("p1")[0] == "wait"
+    kind, lapse = f.pop("p2")
+    assert kind == "claimed"
+    assert 0.2 < float(lapse) <= INTERVAL + MARGIN + CLAIM
+    f.push("b.test", "r3", ip="127.2.0.2")  # another IP: not claimed, handed to p2
+    assert f.pop("p2")[:2] == ["req", "r3"]
+    assert f.pop("p2", claim=0)[0] == "wait"  # claims off: the seed's free-for-all
+
+
+def test_the_process_handed_a_request_claims_the_next_instant(
+        redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("a.test", "r2")
+    reply = f.pop("p1")
+    assert reply[:2] == ["req", "r1"]
+    assert 0 < float(reply[6]) <= INTERVAL + MARGIN  # p1 asks again for r2 ...
+    assert f.pop("p2")[0] == "claimed"  # ... so p2 does not
+
+
+def test_a_lapsed_claim_lets_another_process_take_the_bucket(
+        redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("a.test", "r2")
+    f.pop("p1")
+    f.rewind()
+    assert f.pop("p2")[0] == "claimed"
+    f.r.hset(f"{P}:claims", "127.2.0.1", f"p1 {f.now() - 0.001!r}")  # p1 did not come
+    assert f.pop("p2")[:2] == ["req", "r2"]

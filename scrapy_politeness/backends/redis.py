@@ -9,13 +9,16 @@ machines with skewed clocks stay polite. Every key expires once idle.
 Losing Redis mid-crawl never lets a request out unbooked in ``"hold"`` mode
 (``reserve`` waits while one background probe reconnects with exponential
 backoff); in ``"local"`` mode the local buckets alone apply until it is back.
+
+The parts: the steps' script calls (here), the connection and its loss
+(:mod:`._redis_conn`), the pending bookings re-seeded after a state loss
+(:mod:`._redis_reseed`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from dataclasses import replace
 from importlib.resources import files
@@ -23,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..policy import recovery as _recovery
 from ..policy.config import MIN_WIDEN
+from ._redis_conn import BackendError, BackendUnavailable
+from ._redis_reseed import _is_zero_ip, _RedisReseed
 from .base import SharedHost
 from .redaction import redact_url, secrets_of
 
@@ -39,18 +44,6 @@ _LATENCY_ALPHA = 0.3  # HostTable's default EWMA weight
 _RECOVERY_CONSTANTS = (_recovery.SHRINK, _recovery.CONFIRM, _recovery.PROBE_EVERY,
                        _recovery.PROBE_STEP, _recovery.MARGIN, _recovery.FORGET_AFTER,
                        MIN_WIDEN)
-
-
-class BackendUnavailable(ConnectionError):
-    """Redis cannot be reached (at start, or during an outage)."""
-
-
-class BackendError(RuntimeError):
-    """Redis answered, with an error that is not an outage (a script it refused, say).
-
-    Kept apart from ``BackendUnavailable`` so a bug is reported as what it is,
-    not as "cannot use Redis".
-    """
 
 
 _SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start", "recheck")
@@ -82,11 +75,7 @@ def _fed_host(reply: list[Any]) -> SharedHost:
                    healthy_run=int(run))
 
 
-def _is_zero_ip(ip: str | None) -> bool:
-    return not ip or ip == "0.0.0.0" or ip == "::"
-
-
-class RedisBackend:
+class RedisBackend(_RedisReseed):
     """The ``SharedBackend`` on Redis (``redis://``, ``rediss://``, ``unix://``).
 
     ``margin`` is added to every spacing, like ``POLITENESS_SEND_MARGIN`` on
@@ -163,25 +152,6 @@ class RedisBackend:
         logger.info("politeness: sharing state in Redis at %s (namespace %r, on loss: %s)",
                     self.shown_url, self.namespace, self.on_loss)
 
-    async def close(self) -> None:
-        if self._client is not None and not self._up.is_set():
-            logger.info("politeness: closing while the Redis backend at %s is still "
-                        "unavailable (for %.1fs)", self.shown_url,
-                        time.monotonic() - self._lost_at)
-        self.abort_waiting()
-        if self._probe is not None:
-            self._probe.cancel()
-            await asyncio.gather(self._probe, return_exceptions=True)
-            self._probe = None
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
-
-    def abort_waiting(self) -> None:
-        """Make reserves held by an outage raise ``BackendUnavailable`` (closing)."""
-        self._aborted = True
-        self._up.set()
-
     # -- the three steps -------------------------------------------------
 
     async def reserve(self, key: str, ip: str | None, config: Config, *,
@@ -225,53 +195,6 @@ class RedisBackend:
             self._epoch = reply[7].decode()
             self._remember(key, ip, delay, host, config, slip=slip)
             return delay, host
-
-    def _remember(self, key: str, ip: str | None, delay: float, host: SharedHost,
-                  config: Config, *, slip: float) -> None:
-        """Keep our pending bookings, the only copy left if the server loses its state."""
-        now = time.monotonic()
-        start = now + delay + slip
-        interval = config.host_interval(host.adaptive, host.crawl_delay)
-        self._booked_hosts[key] = (start, interval)
-        if ip is not None and not _is_zero_ip(ip):
-            spacing = max(config.ip_floor, config.host_interval(host.adaptive))
-            self._booked_ips[ip] = max(self._booked_ips.get(ip, 0.0), start + spacing)
-        if len(self._booked_hosts) + len(self._booked_ips) > 4096:
-            self._forget_past(now)
-
-    def _forget_past(self, now: float) -> None:
-        self._booked_hosts = {k: v for k, v in self._booked_hosts.items() if v[0] + v[1] > now}
-        self._booked_ips = {k: v for k, v in self._booked_ips.items() if v > now}
-
-    async def _resync(self, epoch: str) -> None:
-        """Re-seed our pending bookings into a server that lost them; adopt its epoch.
-
-        Every reservation in flight at the loss is told to resync; the first
-        re-seeds (and says so, once), the others find it done and only adopt
-        the epoch.
-        """
-        async with self._resync_lock:
-            if epoch == self._resynced_to:
-                self._epoch = epoch
-                return
-            await self._reseed()
-
-    async def _reseed(self) -> None:
-        now = time.monotonic()
-        self._forget_past(now)
-        hosts, ips = list(self._booked_hosts.items()), list(self._booked_ips.items())
-        keys = ([self._key("ns")] + [self._key("host", k) for k, _ in hosts]
-                + [self._key("ip", ip) for ip, _ in ips])
-        args: list[Any] = [len(hosts), self.idle_margin]
-        for _, (start, interval) in hosts:
-            args += [start - now, interval]
-        args += [nxt - now for _, nxt in ips]
-        epoch = await self._scripts["resync"](keys=keys, args=args)
-        if epoch is None:  # lost again: the next reserve resyncs again
-            return
-        self._epoch = self._resynced_to = epoch.decode()
-        logger.info("politeness: the Redis backend lost its state; re-seeded %d pending "
-                    "host and %d IP bookings", len(hosts), len(ips))
 
     async def feedback(self, key: str, signal: Signal, config: Config,
                        dead_after: int) -> SharedHost:
@@ -318,86 +241,3 @@ class RedisBackend:
         except BackendUnavailable:
             return 0.0
         return _f(reply)
-
-    # -- plumbing --------------------------------------------------------
-
-    def _key(self, kind: str, name: str | None = None) -> str:
-        return f"{self.namespace}:{kind}" if name is None else f"{self.namespace}:{kind}:{name}"
-
-    async def _run(self, script: str, keys: list[str], args: list[Any]) -> list[Any]:
-        """One EVALSHA; a lost connection becomes ``BackendUnavailable`` at once."""
-        if not self._up.is_set() or self._aborted:
-            raise BackendUnavailable(f"Redis backend at {self.shown_url} is unavailable")
-        try:
-            reply: list[Any] = await self._scripts[script](keys=keys, args=args)
-        except Exception as exc:
-            if not self._is_loss(exc):
-                raise
-            self._lost(exc)
-            raise BackendUnavailable(
-                f"Redis backend at {self.shown_url} is unavailable") from None
-        return reply
-
-    @staticmethod
-    def _is_loss(exc: BaseException) -> bool:
-        from redis.exceptions import ConnectionError as RedisConnectionError
-        from redis.exceptions import TimeoutError as RedisTimeoutError
-
-        return isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError,
-                                asyncio.TimeoutError))
-
-    def _scrub(self, exc: BaseException) -> str:
-        text = f"{type(exc).__name__}: {exc}"
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    def _lost(self, exc: BaseException) -> None:
-        """Enter an outage once: one WARNING, one probe task, however many callers."""
-        if not self._up.is_set() or self._aborted:
-            return
-        self._up.clear()
-        self._lost_at = time.monotonic()
-        self.outages += 1
-        what = ("holding every request until it is back" if self.on_loss == "hold"
-                else "using this process's local buckets until it is back")
-        logger.warning("politeness: lost the Redis backend at %s (%s); %s",
-                       self.shown_url, self._scrub(exc), what)
-        self._probe = asyncio.get_running_loop().create_task(self._reconnect())
-
-    async def _reconnect(self) -> None:
-        """PING with exponential backoff until the server answers again."""
-        assert self._client is not None
-        await self._client.connection_pool.disconnect()  # every pooled socket is stale
-        delay, cap = self.backoff
-        while True:
-            await asyncio.sleep(delay)
-            try:
-                await self._client.ping()
-                break
-            except Exception as exc:  # whatever it is, keep holding and retry
-                self._still_down(exc)
-                await self._client.connection_pool.disconnect()
-                delay = min(delay * 2, cap)
-        logger.info("politeness: the Redis backend at %s is back after %.1fs",
-                    self.shown_url, time.monotonic() - self._lost_at)
-        self._probe = None
-        self._refusal = ""
-        self._up.set()
-
-    def _still_down(self, exc: BaseException) -> None:
-        """A failed reconnect: a plain outage at DEBUG; a server that answers
-        but refuses us (wrong password, ACL, ...) at WARNING, once per cause,
-        since waiting will not cure it."""
-        from redis.exceptions import AuthenticationError, ResponseError
-
-        text = self._scrub(exc)
-        if not isinstance(exc, (AuthenticationError, ResponseError)):
-            logger.debug("politeness: Redis still unavailable: %s", text)
-            return
-        if text != self._refusal:
-            self._refusal = text
-            what = ("holding every request" if self.on_loss == "hold"
-                    else "using the local buckets")
-            logger.warning("politeness: the Redis server at %s is back but refuses this "
-                           "crawler (%s); %s until it accepts us", self.shown_url, text, what)

@@ -11,6 +11,8 @@
 --   P:procs          ZSET process id -> heartbeat deadline
 --   P:lease:<pid>    HASH request id -> msgpack {host key, score, member}: what a
 --                    process holds until its response; requeued if it dies
+--   P:claims         HASH bucket (IP, or host key without one) -> "pid until": the
+--                    process that comes for the bucket's next instant (frontier_pop.lua)
 
 local function now_of_server()
   local t = redis.call('TIME')
@@ -26,6 +28,11 @@ local function requeue(P, pid, now)
     local e = cmsgpack.unpack(all[i])
     redis.call('ZADD', P .. ':q:' .. e[1], e[2], e[3])
     redis.call('ZADD', P .. ':hosts', 'NX', now, e[1])
+    local ip = redis.call('GET', P .. ':ip:' .. e[1])
+    local bucket = e[1]
+    if ip and ip ~= '' then bucket = ip end
+    local c = redis.call('HGET', P .. ':claims', bucket)
+    if c and string.match(c, '^(%S+)') == pid then redis.call('HDEL', P .. ':claims', bucket) end
     n = n + 1
   end
   redis.call('DEL', lk)

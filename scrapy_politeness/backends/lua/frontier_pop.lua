@@ -7,25 +7,39 @@
 -- not_before + margin, the IP key + margin; server clock only.
 --
 -- ARGV: P NS pid lease picks default floor ceiling ip_floor margin idle looks lead
---       n_acks acks...
+--       slip claim n_acks acks...
 --   pid/lease: this process and how long its heartbeat lasts; picks 0 = heartbeat only
 --   lead: a request eligible within this many seconds is handed out, booked at
 --         its eligible instant (the middleware sleeps until it: the engine's
 --         latency from here to the download then cannot shift the start)
+--   slip: how late after its booked start this process expects its bytes to leave
+--         (reserve.lua's slip): both buckets are spent at start + slip
+--   claim: how long past its instant a claim holds (0: no claims; see below)
 --   acks: request ids this process finished (their leases end)
--- Returns {'req', data, id, ip, booked, delay, next_in}, {'wait', seconds}, {'empty'} or {'beat'};
+-- Returns {'req', data, id, ip, booked, delay, next_in}, {'wait', seconds}, {'empty'},
+--   {'claimed', seconds} or {'beat'};
 --   booked: 0 no IP bucket, 1 the IP booked too, 2 IP unknown (host booked only)
+--   next_in: -1 nothing this process should ask for; 'claimed': every queued host
+--   is claimed by other processes, the earliest claim lapses in that many seconds
+--
+-- Claims (P:claims, bucket -> "pid until"): N processes told the same "wait until
+-- T" would all pop at T and all but one find nothing, N round trips per start.
+-- So the process told to wait for a bucket (the host's IP, or the host key
+-- without one), or handed a request from it, claims the bucket's next instant;
+-- the others pass over its hosts until the claim lapses (its instant + claim),
+-- so a claimant that does not come back (busy, dead) delays nobody for long.
 local now = now_of_server()
 local P, NS, pid = ARGV[1], ARGV[2], ARGV[3]
 local lease, picks = tonumber(ARGV[4]), tonumber(ARGV[5])
 local default, floor, ceiling = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local ip_floor, margin, idle = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
-local looks, lead, n_acks = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local looks, lead, slip = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
+local grace, n_acks = tonumber(ARGV[15]), tonumber(ARGV[16])
 
 reclaim_dead(P, now)  -- before our own heartbeat: never reclaim ourselves
 redis.call('ZADD', P .. ':procs', now + lease, pid)
 if n_acks > 0 then
-  local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 15, 14 + n_acks))
+  local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 17, 16 + n_acks))
   if gone > 0 then redis.call('DECRBY', P .. ':leased', gone) end
 end
 if picks == 0 then return {'beat'} end
@@ -34,94 +48,152 @@ local ns = NS .. ':ns'
 local hold = tonumber(redis.call('HGET', ns, 'hold')) or 0
 if hold > now then return {'wait', fmt(hold - now)} end
 
-local hosts = P .. ':hosts'
-for _ = 1, looks do
-  local top = redis.call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
-  if #top == 0 then return {'empty'} end
+local hosts, claims = P .. ':hosts', P .. ':claims'
+
+-- The bucket a host's starts queue on: its IP if known, else the host key.
+local function bucket_of(key)
+  local ip = redis.call('GET', P .. ':ip:' .. key)
+  if ip and ip ~= '' then return ip end
+  return key
+end
+
+-- When another process's live claim on ``bucket`` lapses; nil if free or ours.
+local function claimed(bucket)
+  if grace <= 0 then return nil end
+  local c = redis.call('HGET', claims, bucket)
+  if not c then return nil end
+  local owner, untl = string.match(c, '(%S+) (%S+)')
+  untl = tonumber(untl)
+  if owner == pid or untl <= now then return nil end
+  return untl
+end
+
+local function claim(bucket, at)
+  if grace > 0 then redis.call('HSET', claims, bucket, pid .. ' ' .. fmt(at + grace)) end
+end
+
+-- The first host in the index not claimed by another process (nil, lapse: none;
+-- lapse nil when nothing is queued at all).
+local function first_free()
+  local rows = redis.call('ZRANGE', hosts, 0, 4 * looks - 1, 'WITHSCORES')
+  local lapse = nil
+  for i = 1, #rows, 2 do
+    local other = claimed(bucket_of(rows[i]))
+    if not other then return rows[i], tonumber(rows[i + 1]) end
+    if not lapse or other < lapse then lapse = other end
+  end
+  return nil, lapse
+end
+
+local rank, tries = 0, 0  -- passed over (claimed elsewhere), looked at
+while tries < looks and rank < 4 * looks do
+  local top = redis.call('ZRANGE', hosts, rank, rank, 'WITHSCORES')
+  if #top == 0 then break end
+  tries = tries + 1
   local key, at = top[1], tonumber(top[2])
-  if at > now + lead then return {'wait', fmt(at - lead - now)} end
   local q = P .. ':q:' .. key
-  local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
-  if #head == 0 then
-    redis.call('ZREM', hosts, key)  -- emptied by a clear: drop the stale entry
+  if claimed(bucket_of(key)) then
+    rank, tries = rank + 1, tries - 1  -- another process comes for it: look further
+  elseif at > now + lead then
+    claim(bucket_of(key), at)
+    return {'wait', fmt(at - lead - now)}
   else
-    local d, f, c = default, floor, ceiling
-    local cfg = redis.call('HGET', P .. ':cfg', key)
-    if cfg then
-      local v = {}
-      for x in string.gmatch(cfg, '%S+') do v[#v + 1] = tonumber(x) end
-      d, f, c = v[1], v[2], v[3]
-    end
-    local ready, hkey, interval, adaptive, crawl_delay, not_before = now, nil, 0, 0, 0, 0
-    local ip, ipkey, ip_next = false, nil, nil
-    if key ~= '' then  -- '' holds requests the gate ignores (no host): no bucket
-      local last_start
-      hkey = NS .. ':host:' .. key
-      adaptive, crawl_delay, last_start, not_before = read_host(hkey, d)
-      interval = host_clamp(adaptive, crawl_delay, f, c)
-      if last_start and last_start + interval + margin > ready then
-        ready = last_start + interval + margin
-      end
-      if not_before > 0 and not_before + margin > ready then ready = not_before + margin end
-      ip = redis.call('GET', P .. ':ip:' .. key)  -- false: nobody resolved it yet
-      if ip and ip ~= '' then
-        ipkey = NS .. ':ip:' .. ip
-        ip_next = tonumber(redis.call('GET', ipkey))
-        if ip_next and ip_next + margin > ready then ready = ip_next + margin end
-      end
-    end
-    if ready > now + lead then
-      redis.call('ZADD', hosts, ready, key)  -- not yet: re-file it at its real instant
+    local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
+    if #head == 0 then
+      redis.call('ZREM', hosts, key)  -- emptied by a clear: drop the stale entry
     else
-      local member, score = head[1], head[2]
-      redis.call('ZREM', q, member)
-      local start = ready
-      if hkey then  -- book both buckets exactly as reserve.lua does
-        redis.call('HSET', hkey, 'last_start', fmt(start))
-        local keep = c
-        if crawl_delay > keep then keep = crawl_delay end
-        if not_before - now > keep then keep = not_before - now end
-        if start + interval - now > keep then keep = start + interval - now end
-        redis.call('PEXPIRE', hkey, math.ceil((keep + idle) * 1000))
-        local horizon = start + interval
-        if ipkey then
-          local spacing = host_clamp(adaptive, 0, f, c)
-          if ip_floor > spacing then spacing = ip_floor end
-          local nxt = start + spacing
-          if not ip_next or nxt > ip_next then
-            redis.call('SET', ipkey, fmt(nxt), 'PX', math.ceil((nxt - now + idle) * 1000))
-          end
-          if nxt > horizon then horizon = nxt end
+      local d, f, c = default, floor, ceiling
+      local cfg = redis.call('HGET', P .. ':cfg', key)
+      if cfg then
+        local v = {}
+        for x in string.gmatch(cfg, '%S+') do v[#v + 1] = tonumber(x) end
+        d, f, c = v[1], v[2], v[3]
+      end
+      local ready, hkey, interval, adaptive, crawl_delay, not_before = now, nil, 0, 0, 0, 0
+      local ip, ipkey, ip_next = false, nil, nil
+      if key ~= '' then  -- '' holds requests the gate ignores (no host): no bucket
+        local last_start
+        hkey = NS .. ':host:' .. key
+        adaptive, crawl_delay, last_start, not_before = read_host(hkey, d)
+        interval = host_clamp(adaptive, crawl_delay, f, c)
+        if last_start and last_start + interval + margin > ready then
+          ready = last_start + interval + margin
         end
-        local want = math.ceil((horizon - now + idle) * 1000)
-        if redis.call('PTTL', ns) < want then redis.call('PEXPIRE', ns, want) end
+        if not_before > 0 and not_before + margin > ready then ready = not_before + margin end
+        ip = redis.call('GET', P .. ':ip:' .. key)  -- false: nobody resolved it yet
+        if ip and ip ~= '' then
+          ipkey = NS .. ':ip:' .. ip
+          ip_next = tonumber(redis.call('GET', ipkey))
+          if ip_next and ip_next + margin > ready then ready = ip_next + margin end
+        end
       end
-      if redis.call('EXISTS', q) == 1 then
-        redis.call('ZADD', hosts, start + interval + margin, key)
+      if ready > now + lead then
+        redis.call('ZADD', hosts, ready, key)  -- not yet: re-file it at its real instant
       else
-        redis.call('ZREM', hosts, key)
+        local member, score = head[1], head[2]
+        redis.call('ZREM', q, member)
+        local start = ready
+        local sent = start + slip  -- spent where the bytes are expected to leave
+        if hkey then  -- book both buckets exactly as reserve.lua does
+          redis.call('HSET', hkey, 'last_start', fmt(sent))
+          local keep = c
+          if crawl_delay > keep then keep = crawl_delay end
+          if not_before - now > keep then keep = not_before - now end
+          if sent + interval - now > keep then keep = sent + interval - now end
+          redis.call('PEXPIRE', hkey, math.ceil((keep + idle) * 1000))
+          local horizon = sent + interval
+          if ipkey then
+            local spacing = host_clamp(adaptive, 0, f, c)
+            if ip_floor > spacing then spacing = ip_floor end
+            local nxt = sent + spacing
+            if not ip_next or nxt > ip_next then
+              redis.call('SET', ipkey, fmt(nxt), 'PX', math.ceil((nxt - now + idle) * 1000))
+            end
+            if nxt > horizon then horizon = nxt end
+          end
+          local want = math.ceil((horizon - now + idle) * 1000)
+          if redis.call('PTTL', ns) < want then redis.call('PEXPIRE', ns, want) end
+        end
+        local bucket = key
+        if ipkey then bucket = ip end
+        if redis.call('EXISTS', q) == 1 then
+          redis.call('ZADD', hosts, sent + interval + margin, key)
+          claim(bucket, sent + interval + margin)  -- we come back for it (next_in)
+        else
+          redis.call('ZREM', hosts, key)
+          if ipkey then  -- the IP's next start, whichever host of ours it is for
+            local ip_at = tonumber(redis.call('GET', ipkey)) or sent
+            claim(bucket, ip_at + margin)
+          else
+            redis.call('HDEL', claims, bucket)
+          end
+        end
+        local id = string.sub(member, 1, 16)
+        redis.call('HSET', P .. ':lease:' .. pid, id, cmsgpack.pack({key, score, member}))
+        redis.call('DECR', P .. ':len')
+        redis.call('INCR', P .. ':leased')
+        local booked = 0  -- no IP bucket; 1: the IP booked; 2: IP unknown, host only
+        if ipkey then booked = 1 elseif not ip then booked = 2 end
+        -- when to ask next (-1: nothing queued), so the engine's immediate next
+        -- pull is answered without a round trip
+        local _, nxt_at = first_free()
+        local next_in = -1
+        if _ then
+          next_in = nxt_at - lead - now
+          if next_in < 0 then next_in = 0 end
+        end
+        return {'req', string.sub(member, 17), id, ip or '', booked, fmt(start - now),
+                fmt(next_in)}
       end
-      local id = string.sub(member, 1, 16)
-      redis.call('HSET', P .. ':lease:' .. pid, id, cmsgpack.pack({key, score, member}))
-      redis.call('DECR', P .. ':len')
-      redis.call('INCR', P .. ':leased')
-      local booked = 0  -- no IP bucket; 1: the IP booked; 2: IP unknown, host only
-      if ipkey then booked = 1 elseif not ip then booked = 2 end
-      -- when to ask next (-1: nothing queued), so the engine's immediate next
-      -- pull is answered without a round trip
-      local nxt_top = redis.call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
-      local next_in = -1
-      if #nxt_top > 0 then
-        next_in = tonumber(nxt_top[2]) - lead - now
-        if next_in < 0 then next_in = 0 end
-      end
-      return {'req', string.sub(member, 17), id, ip or '', booked, fmt(start - now),
-              fmt(next_in)}
     end
   end
 end
-local top = redis.call('ZRANGE', hosts, 0, 0, 'WITHSCORES')
-if #top == 0 then return {'empty'} end
-local wait = tonumber(top[2]) - lead - now
+local key, at = first_free()
+if not key then
+  if not at then return {'empty'} end
+  return {'claimed', fmt(at - now)}
+end
+local wait = at - lead - now
 if wait < 0 then wait = 0 end
+if wait > 0 then claim(bucket_of(key), at) end
 return {'wait', fmt(wait)}
