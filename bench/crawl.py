@@ -10,6 +10,7 @@ the name resolver and Scrapy's global state apart.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
@@ -68,7 +69,15 @@ def main(path: str) -> None:
     crawler.signals.connect(started, signal=signals.engine_started)
     crawler.signals.connect(closed, signal=signals.spider_closed)
     process.crawl(crawler, urls=job["urls"])
-    process.start()
+    profile_to = os.environ.get("BENCH_PROFILE")  # bench/overhead.py --profile
+    if profile_to:
+        import cProfile
+
+        with cProfile.Profile() as prof:
+            process.start()
+        prof.dump_stats(profile_to)
+    else:
+        process.start()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     assert crawler.stats is not None
     result = {
