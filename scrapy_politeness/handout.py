@@ -67,8 +67,8 @@ class HandedOut:
     signal) is swept once the downloader no longer holds the request.
     """
 
-    __slots__ = ("__weakref__", "_crawler", "_last_sweep", "by_ip", "by_key", "ip_since",
-                 "key_since", "queues", "requests")
+    __slots__ = ("__weakref__", "_crawler", "_last_sweep", "_queues", "by_ip", "by_key", "ip_since",
+                 "key_since", "requests")
 
     def __init__(self, crawler: Crawler) -> None:
         self._crawler = weakref.ref(crawler)  # a strong one would keep the registry's key alive
@@ -78,12 +78,26 @@ class HandedOut:
         # when the count last rose from zero: the earliest a pending request starts
         self.key_since: dict[str, float] = {}
         self.ip_since: dict[str, float] = {}
-        self.queues: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._queues: list[weakref.ref[Any]] = []  # the scheduler's memory and disk queues
         self._last_sweep = float("-inf")
-        for signal in (signals.request_reached_downloader, signals.request_left_downloader,
-                       signals.request_dropped, signals.response_received):
+        # Not request_left_downloader: what left had reached it, and was forgotten then.
+        for signal in (signals.request_reached_downloader, signals.request_dropped,
+                       signals.response_received):
             crawler.signals.connect(self._on_gone, signal=signal)
         crawler.signals.connect(self._on_closed, signal=signals.spider_closed)
+
+    def add_queue(self, queue: Any) -> None:
+        self._queues = [r for r in self._queues if r() is not None]
+        self._queues.append(weakref.ref(queue))
+
+    def any_pending(self) -> bool:
+        """Whether any of the scheduler's queues still holds requests (a plain
+        list of references: a WeakSet costs an iterator guard per ``pop``)."""
+        for ref in self._queues:
+            queue = ref()
+            if queue is not None and len(queue):
+                return True
+        return False
 
     def add(self, request: Request, key: str, ip: str | None, now: float) -> None:
         if request in self.requests:  # handed out again (rescheduled as is)

@@ -299,10 +299,11 @@ def test_dropped_requests_do_not_leak_counts(mw: PolitenessMiddleware, clock: Cl
     handed = drain(q)
     assert len(handed) == 4
     assert q._handed.by_key == {"a.test": 4}
-    # request_dropped / request_left_downloader / response_received also clear.
+    # request_dropped / response_received also clear (request_left_downloader is not
+    # listened to: whatever leaves the downloader reached it, and was forgotten then).
     mw.crawler.signals.send_catch_log(signals.request_dropped, request=handed[0], spider=None)
-    mw.crawler.signals.send_catch_log(signals.request_left_downloader, request=handed[1],
-                                      spider=None)
+    mw.crawler.signals.send_catch_log(signals.response_received, request=handed[1],
+                                      response=None, spider=None)
     assert q._handed.by_key == {"a.test": 2}
     # With an engine, requests the downloader no longer holds are forgotten.
     active = {handed[2]}
