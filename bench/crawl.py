@@ -9,6 +9,7 @@ the name resolver and Scrapy's global state apart.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import resource
@@ -52,6 +53,21 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
 
 
+def _watch_gc() -> list[float]:
+    """Seconds the garbage collector runs (CPU), summed: cProfile does not show them."""
+    total = [0.0]
+    started = [0.0]
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.process_time()
+        else:
+            total[0] += time.process_time() - started[0]
+
+    gc.callbacks.append(callback)
+    return total
+
+
 def main(path: str) -> None:
     with open(path, encoding="utf-8") as fh:
         job = json.load(fh)
@@ -69,6 +85,7 @@ def main(path: str) -> None:
     crawler.signals.connect(started, signal=signals.engine_started)
     crawler.signals.connect(closed, signal=signals.spider_closed)
     process.crawl(crawler, urls=job["urls"])
+    gc_time = _watch_gc()
     profile_to = os.environ.get("BENCH_PROFILE")  # bench/overhead.py --profile
     if profile_to:
         import cProfile
@@ -88,6 +105,9 @@ def main(path: str) -> None:
         "crawl_wall": marks.get("wall1", 0.0) - marks.get("wall0", 0.0),
         "self_cpu": usage.ru_utime + usage.ru_stime,
         "max_rss_kb": usage.ru_maxrss,
+        "gc_seconds": gc_time[0],
+        "gc_collections": gc.get_stats(),
+        "objects_at_end": len(gc.get_objects()),
     }
     with open(job["out"], "w", encoding="utf-8") as fh:
         json.dump(result, fh)

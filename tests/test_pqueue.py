@@ -524,3 +524,21 @@ def test_a_late_wake_up_moves_the_sends_a_stall_held(mw: PolitenessMiddleware,
     q._on_wake()
     assert mw.ips.eligible_at("127.0.9.3") >= clock.now + INTERVAL
     assert mw.hosts.get("a.test").eligible_at() >= clock.now + INTERVAL
+
+
+def test_only_a_response_that_moves_a_host_retimes_it(mw: PolitenessMiddleware,
+                                                      clock: Clock) -> None:
+    """Re-timing costs a gate look-up and a heap entry in the queue: a response that
+    left the host's interval and not-before as they were re-times nothing."""
+    retimed: list[str] = []
+    mw.add_listener(retimed.append)
+    mw.loop = SimpleNamespace(time=lambda: clock.now)  # type: ignore[assignment]
+    mw.hosts.get("a.test")  # at its floor: a healthy answer keeps its interval
+    mw._feedback("a.test", 200, None, 0.01)
+    assert retimed == []
+    mw._feedback("a.test", 503, None, 0.01)  # backs off
+    assert retimed == ["a.test"]
+    state = mw.hosts.get("a.test")
+    state.adaptive = state.config.ceiling  # nowhere further to back off to ...
+    mw._feedback("a.test", 200, 30.0, 0.01)  # ... but a Retry-After moves its not-before
+    assert retimed == ["a.test", "a.test"]
