@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from scrapy import Request
 from scrapy.utils.httpobj import urlparse_cached
 
 from .dns import DnsCache
@@ -21,16 +22,29 @@ from .observer import STATS
 from .policy import ip_literal
 
 if TYPE_CHECKING:
-    from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
     from .grouping import HostKeys
     from .policy import HostTable, IPTable
     from .settings import PolitenessSettings
 
-__all__ = ["NETWORK_SCHEMES", "GateView", "Hint"]
+__all__ = ["IGNORED", "NETWORK_SCHEMES", "GateView", "Hint", "probe_for"]
 
 NETWORK_SCHEMES = frozenset(("http", "https"))
+IGNORED = ""  # the queue's key for requests the gate ignores (data:, file:, no host)
+
+
+def probe_for(request: Request) -> Request | None:
+    """A small stand-in request for asking the gate about ``request``'s host.
+
+    The scheduler queue keeps one per host: holding the real request would keep
+    a disk-queued request in memory.
+    """
+    parsed = urlparse_cached(request)
+    try:
+        return Request(f"{parsed.scheme}://{parsed.netloc}/")
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +100,15 @@ class GateView:
         ip_at = self.ips.eligible_at(ip)
         return Hint(key, ip, host_ready, ip_at + margin if ip_at else 0.0, interval,
                     ip_interval)
+
+    def queue_key(self, request: Request) -> str:
+        """The host key the scheduler queue files ``request`` under (``IGNORED``:
+        the gate ignores it): :meth:`hint`'s key, without the rest of the hint."""
+        parsed = urlparse_cached(request)
+        hostname = parsed.hostname
+        if not hostname or parsed.scheme not in NETWORK_SCHEMES or bypasses(request.meta):
+            return IGNORED
+        return bucket_of(request.meta, strict=False) or self.keys.key(hostname)
 
     def request_key(self, request: Request, hostname: str) -> str | None:
         """The request's host bucket; None when it bypasses the gate (docs/reference/meta.md)."""

@@ -8,7 +8,10 @@ it asks, and the engine it wakes.
 
 from __future__ import annotations
 
+import asyncio
+import math
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -18,7 +21,10 @@ from .middleware import PolitenessMiddleware
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["MAX_AGE", "SWEEP_EVERY", "HandedOut", "gate_of", "handed_out_for", "wake_engine"]
+    from .gateview import Hint
+
+__all__ = ["MAX_AGE", "SWEEP_EVERY", "HandedOut", "Waker", "gate_of", "handed_out_for",
+           "wake_engine"]
 
 SWEEP_EVERY = 0.25  # seconds between checks for handed-out requests that vanished
 MAX_AGE = 600.0  # without an engine to ask, forget a handed-out request after this
@@ -41,6 +47,42 @@ def wake_engine(crawler: Crawler) -> None:
     nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
     if nextcall is not None:
         nextcall.schedule()
+
+
+class Waker:
+    """One timer that wakes the engine at the earliest instant asked for.
+
+    ``on_fire(expected)`` runs first: a late wake-up reveals a loop stall, as
+    a late gate timer does.
+    """
+
+    __slots__ = ("_crawler", "_on_fire", "at", "handle")
+
+    def __init__(self, crawler: Crawler, on_fire: Callable[[float], None] | None) -> None:
+        self._crawler = crawler
+        self._on_fire = on_fire
+        self.at = math.inf
+        self.handle: asyncio.TimerHandle | None = None
+
+    def arm(self, at: float) -> None:
+        """Wake the engine at ``at`` (unless a wake-up no later is armed)."""
+        if at >= self.at:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (unit tests on a fake clock)
+            return
+        if self.handle is not None:
+            self.handle.cancel()
+        self.at = at
+        self.handle = loop.call_at(at, self.fire)
+
+    def fire(self) -> None:
+        if self._on_fire is not None:
+            self._on_fire(self.at)
+        self.handle = None
+        self.at = math.inf
+        wake_engine(self._crawler)
 
 
 def gate_of(crawler: Crawler) -> PolitenessMiddleware | None:
@@ -112,6 +154,34 @@ class HandedOut:
             if not n:
                 self.ip_since[ip] = now
             self.by_ip[ip] = n + 1
+
+    def estimate(self, hint: Hint, now: float) -> float:
+        """When one more request of ``hint``'s host would start.
+
+        With ``p`` handed out and not yet released, the next starts ``p``
+        spacings after the bucket is ready, and not before the first of them
+        was handed out. Counting from that instant, not from now, keeps the
+        estimate still while they wait, so the queue's heap need not re-sort
+        as time passes.
+        """
+        key = hint.key
+        pending = self.by_key.get(key)
+        at = hint.host_ready
+        if pending:
+            since = self.key_since[key]
+            at = (at if at > since else since) + pending * hint.interval
+        if at < now:
+            at = now
+        ip = hint.ip
+        if ip is not None:
+            pending = self.by_ip.get(ip)
+            ip_at = hint.ip_ready
+            if pending:
+                since = self.ip_since[ip]
+                ip_at = (ip_at if ip_at > since else since) + pending * hint.ip_interval
+            if ip_at > at:
+                at = ip_at
+        return at
 
     def forget(self, request: Request) -> None:
         entry = self.requests.pop(request, None)

@@ -10,18 +10,15 @@ wakes the engine at the soonest eligible instant. ``CONCURRENT_REQUESTS`` then
 counts downloads, not waiters. The middleware's gate stays the enforcement
 point: whatever a queue does, nothing starts before both buckets allow it.
 
-Each new host name is resolved when its first request is enqueued (in the
-background), so the IP bucket is known when the queue chooses. Within one
-host key, Scrapy's priorities and the FIFO/LIFO order of the downstream queue
-are kept (one :class:`~scrapy.pqueues.ScrapyPriorityQueue` per key); hosts are
-chosen with a lazily re-evaluated heap (:mod:`.hostheap`); ``JOBDIR`` state in
-:mod:`.queuestate`.
+Each new host name is resolved when its first request is enqueued, so the IP
+bucket is known when the queue chooses. One Scrapy priority queue per host key
+keeps Scrapy's priorities and FIFO/LIFO order; the hosts' heap is in
+:mod:`.hostheap`, ``JOBDIR`` state in :mod:`.queuestate`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import math
 import time
 from typing import TYPE_CHECKING, Any
@@ -31,10 +28,10 @@ from scrapy.pqueues import ScrapyPriorityQueue
 from scrapy.utils.httpobj import urlparse_cached
 
 from .dns import DnsCache
-from .handout import gate_of, handed_out_for, wake_engine
+from .gateview import IGNORED, probe_for
+from .handout import Waker, gate_of, handed_out_for, wake_engine
 from .hostheap import HostEntry, HostHeap
-from .meta import bucket_of, bypasses
-from .queuestate import check_startprios, host_dir, reclaim, rescue
+from .queuestate import check_startprios, host_dir, reclaim, rescue, restore
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -43,14 +40,8 @@ if TYPE_CHECKING:
     from scrapy.pqueues import QueueProtocol
     from typing_extensions import Self
 
-    from .gateview import Hint
-
 __all__ = ["PolitenessAwarePriorityQueue", "clock", "wake_engine"]
 
-logger = logging.getLogger(__name__)
-
-_NETWORK_KEY = ""  # the bucket of requests the gate ignores (data:, file:, no host)
-_KEY_CACHE = 65536
 # A request this close to eligible is handed out: the engine's pull (a loop turn
 # or two after the wake) then meets the gate's own timer, which releases it on
 # the dot, instead of every start slipping by the engine's latency.
@@ -69,32 +60,16 @@ def clock() -> float:
         return time.monotonic()
 
 
-def _probe(request: Request) -> Request | None:
-    """A small stand-in request for asking the gate about ``request``'s host.
-
-    Holding the real request would keep a disk-queued request in memory per host.
-    """
-    parsed = urlparse_cached(request)
-    try:
-        return Request(f"{parsed.scheme}://{parsed.netloc}/")
-    except ValueError:
-        return None
-
-
 class PolitenessAwarePriorityQueue:
     """Hands out a request only once its host and IP buckets are eligible.
 
-    Use as ``SCHEDULER_PRIORITY_QUEUE`` (the add-on sets it). The estimate for
-    a host key with ``p`` requests handed out and not yet released by the gate
-    is ``max(host_ready + p * interval, ip_ready + q * ip_interval, now)``
-    (``q``: handed out on its IP; the ready instants taken no earlier than
-    the first of those was handed out). ``pop`` hands out the soonest request
-    if that estimate is now; otherwise it returns None and arms one timer that
-    wakes the engine then (:func:`wake_engine`). A host whose name is not
-    cached yet is held until its lookup ends (a failed lookup is eligible at
-    once: the middleware fails it fast); a name whose cached answer expired
-    counts only its host term. Without the middleware (plugin disabled) hosts
-    take turns.
+    Use as ``SCHEDULER_PRIORITY_QUEUE`` (the add-on sets it). A host key's
+    estimate counts the requests handed out that the gate has not released
+    yet (:meth:`~.handout.HandedOut.estimate`). ``pop`` hands out the soonest
+    request if that estimate is now; otherwise it returns None and arms one
+    timer that wakes the engine then. A host whose name is not cached yet is
+    held until its lookup ends (a failed lookup is eligible at once: the
+    middleware fails it fast). Without the middleware hosts take turns.
     """
 
     @classmethod
@@ -129,22 +104,13 @@ class PolitenessAwarePriorityQueue:
         self._handed.add_queue(self)
         self._index = HostHeap()
         self._tick = 0.0  # the round-robin clock when there is no middleware
-        self._keys: dict[str, str] = {}  # hostname -> host key
         self._len = 0
-        self._wake: asyncio.TimerHandle | None = None
-        self._wake_at = math.inf
+        self._waker = Waker(crawler, None if self._mw is None else self._woke)
         self._resolving: set[asyncio.Task[Any]] = set()
         if self._mw is not None:
             self._mw.add_listener(self._retime)
         now = clock() if self._mw is not None else self._tick
-        for host_key, prios in saved.items():
-            queue = self._pqfactory(host_key, prios)
-            if not queue:
-                queue.close()
-                continue
-            host = self._index.hosts[host_key] = HostEntry(queue)
-            self._index.enter(host_key, host, now)
-            self._len += len(queue)
+        self._len = restore(saved, self._pqfactory, self._index, now)
 
     def _pqfactory(self, host_key: str, startprios: Iterable[int] = ()) -> ScrapyPriorityQueue:
         return ScrapyPriorityQueue(
@@ -153,41 +119,12 @@ class PolitenessAwarePriorityQueue:
 
     # -- estimates ---------------------------------------------------------
 
-    def _from_hint(self, hint: Hint, now: float) -> float:
-        """When one more request of this host would start.
-
-        With ``p`` handed out and not yet released, the next starts ``p``
-        spacings after the bucket is ready, and not before the first of them
-        was handed out. Counting from that instant, not from now, keeps the
-        estimate still while they wait, so the heap need not re-sort as time
-        passes.
-        """
-        handed = self._handed
-        key = hint.key
-        pending = handed.by_key.get(key)
-        at = hint.host_ready
-        if pending:
-            since = handed.key_since[key]
-            at = (at if at > since else since) + pending * hint.interval
-        if at < now:
-            at = now
-        ip = hint.ip
-        if ip is not None:
-            pending = handed.by_ip.get(ip)
-            ip_at = hint.ip_ready
-            if pending:
-                since = handed.ip_since[ip]
-                ip_at = (ip_at if ip_at > since else since) + pending * hint.ip_interval
-            if ip_at > at:
-                at = ip_at
-        return at
-
     def _estimate(self, host: HostEntry, now: float) -> float:
         """The host's estimate; the gate's view it came from stays on ``host.hint``."""
         if host.probe is None or self._mw is None:
             return now  # restored from disk and not popped yet, or ignored by the gate
         hint = host.hint = self._mw.hint(host.probe)
-        return now if hint is None else self._from_hint(hint, now)
+        return now if hint is None else self._handed.estimate(hint, now)
 
     def _retime(self, key: str) -> None:
         """The gate changed ``key``'s buckets (feedback, Crawl-delay): estimate it anew.
@@ -201,46 +138,13 @@ class PolitenessAwarePriorityQueue:
         self._index.enter(key, host, self._estimate(host, clock()))
 
     def _host_key(self, request: Request) -> str:
-        parsed = urlparse_cached(request)
-        hostname = parsed.hostname
-        mw = self._mw
-        if mw is None:
-            return hostname or _NETWORK_KEY
-        if not hostname or parsed.scheme not in ("http", "https") or bypasses(request.meta):
-            return _NETWORK_KEY
-        bucket = bucket_of(request.meta, strict=False)
-        if bucket is not None:  # a bucket of its own choosing: not cached by host name
-            return bucket
-        key = self._keys.get(hostname)
-        if key is None:
-            hint = mw.hint(request)
-            key = _NETWORK_KEY if hint is None else hint.key
-            if len(self._keys) >= _KEY_CACHE:
-                self._keys.clear()
-            self._keys[hostname] = key
-        return key
+        if self._mw is None:
+            return urlparse_cached(request).hostname or IGNORED
+        return self._mw.view.queue_key(request)
 
-    # -- waking the engine ---------------------------------------------------
-
-    def _arm(self, at: float) -> None:
-        """Wake the engine at ``at`` (one timer: the earliest asked for)."""
-        if at >= self._wake_at:
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no event loop (unit tests on a fake clock)
-            return
-        if self._wake is not None:
-            self._wake.cancel()
-        self._wake_at = at
-        self._wake = loop.call_at(at, self._on_wake)
-
-    def _on_wake(self) -> None:
-        if self._mw is not None:  # a late wake-up reveals a loop stall, as a late gate timer
-            self._mw.slip.timer_fired(self._wake_at, clock())
-        self._wake = None
-        self._wake_at = math.inf
-        wake_engine(self.crawler)
+    def _woke(self, expected: float) -> None:
+        """A late wake-up reveals a loop stall, as a late gate timer."""
+        self._mw.slip.timer_fired(expected, clock())  # type: ignore[union-attr]
 
     def _resolve(self, key: str, host: HostEntry, hostname: str) -> None:
         """Look ``hostname`` up in the background; enter the host once it is known."""
@@ -286,12 +190,12 @@ class PolitenessAwarePriorityQueue:
         if mw is None:
             index.enter(key, host, self._tick)
             return
-        if key == _NETWORK_KEY:
+        if key == IGNORED:
             index.enter(key, host, clock())
             return
         hostname = urlparse_cached(request).hostname
         if host.probe is None or hostname != host.hostname:
-            host.probe = _probe(request)
+            host.probe = probe_for(request)
             host.hostname = hostname
         if hostname is not None and mw.dns.lookup(hostname) is DnsCache.MISS:
             self._resolve(key, host, hostname)
@@ -308,8 +212,8 @@ class PolitenessAwarePriorityQueue:
             # that ends: sweeping then too means that, when the crawl finishes,
             # only requests dropped while closing are left for close() to rescue.
             handed.sweep(now, force=not index and not handed.any_pending())
-        if index.idle:
-            self._drop_idle(now)
+        for stale in index.expired(now) if index.idle else ():
+            self._remove(stale)
         while True:
             if mw is None:
                 key, fresh, soonest = index.top(), now, now
@@ -318,7 +222,7 @@ class PolitenessAwarePriorityQueue:
             if key is None:
                 return None
             if fresh > now + _LEAD:  # nothing eligible: requests wait here, not in the gate
-                self._arm(soonest - _LEAD)
+                self._waker.arm(soonest - _LEAD)
                 return None
             host = index.hosts[key]
             request = host.queue.pop()
@@ -341,7 +245,7 @@ class PolitenessAwarePriorityQueue:
 
     def _handed_out(self, request: Request, key: str, host: HostEntry, now: float) -> float:
         """Count ``request`` as handed out; the host's next estimate."""
-        if key == _NETWORK_KEY:
+        if key == IGNORED:
             return now
         hostname = urlparse_cached(request).hostname
         hint = host.hint  # from settle's fresh estimate, at this same instant
@@ -352,8 +256,8 @@ class PolitenessAwarePriorityQueue:
         self._handed.add(request, hint.key, hint.ip, now)
         if hostname != host.hostname:
             host.hostname = hostname
-            host.probe = _probe(request)
-        return self._from_hint(hint, now)
+            host.probe = probe_for(request)
+        return self._handed.estimate(hint, now)
 
     def next_eligible(self) -> float:
         """When ``pop`` will next hand out a request (``inf`` when empty or resolving)."""
@@ -366,10 +270,6 @@ class PolitenessAwarePriorityQueue:
         index = self._index
         key = index.settle(clock(), self._estimate)[0] if self._mw is not None else index.top()
         return None if key is None else index.hosts[key].queue.peek()
-
-    def _drop_idle(self, now: float) -> None:
-        for key in self._index.expired(now):
-            self._remove(key)
 
     def _remove(self, key: str) -> None:
         host = self._index.pop_host(key)

@@ -15,15 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.pqueues import _path_safe
 
+from .hostheap import HostEntry
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from scrapy import Request
+    from scrapy.pqueues import ScrapyPriorityQueue
     from scrapy.statscollectors import StatsCollector
 
     from .handout import HandedOut
+    from .hostheap import HostHeap
 
-__all__ = ["check_startprios", "host_dir", "reclaim", "rescue"]
+__all__ = ["check_startprios", "host_dir", "reclaim", "rescue", "restore"]
 
 logger = logging.getLogger("scrapy_politeness.pqueue")
 
@@ -36,6 +40,22 @@ def check_startprios(queue: object, startprios: Any) -> dict[str, Iterable[int]]
             f"priorities, got {type(startprios).__name__}: the JOBDIR was written by "
             "another SCHEDULER_PRIORITY_QUEUE; resume it with the same queue class")
     return startprios or {}
+
+
+def restore(saved: dict[str, Iterable[int]],
+            make_queue: Callable[[str, Iterable[int]], ScrapyPriorityQueue],
+            index: HostHeap, now: float) -> int:
+    """Reopen the saved host queues into ``index``; the number of requests in them."""
+    total = 0
+    for host_key, prios in saved.items():
+        queue = make_queue(host_key, prios)
+        if not queue:
+            queue.close()
+            continue
+        host = index.hosts[host_key] = HostEntry(queue)
+        index.enter(host_key, host, now)
+        total += len(queue)
+    return total
 
 
 def host_dir(base: str, host_key: str) -> str:

@@ -393,7 +393,8 @@ def test_many_hosts_cost_few_gate_lookups_per_pop(
         clock.now += 0.001
     assert q.pop() is None
     print(f"gate look-ups per pop: {calls / (2 * n):.2f}")
-    assert calls <= 2 * n * 3, calls / (2 * n)
+    # one to settle the top, one when the host is entered: the settled view is reused
+    assert calls <= 2 * n * 2, calls / (2 * n)
 
 
 def test_jobdir_round_trip(mw: PolitenessMiddleware, clock: Clock, tmp_path: Path) -> None:
@@ -519,9 +520,9 @@ def test_a_late_wake_up_moves_the_sends_a_stall_held(mw: PolitenessMiddleware,
     mw.ips.spend("127.0.9.3", clock.now, INTERVAL)
     mw.slip.sent(Dispatch("a.test", clock.now, "127.0.9.3"), clock.now)
     mw.slip.seen = clock.now
-    q._wake_at = clock.now + 0.01  # the wake-up was due 10 ms later ...
+    q._waker.at = clock.now + 0.01  # the wake-up was due 10 ms later ...
     clock.now += 0.09  # ... and ran 80 ms late: the loop stood still
-    q._on_wake()
+    q._waker.fire()
     assert mw.ips.eligible_at("127.0.9.3") >= clock.now + INTERVAL
     assert mw.hosts.get("a.test").eligible_at() >= clock.now + INTERVAL
 
@@ -542,3 +543,36 @@ def test_only_a_response_that_moves_a_host_retimes_it(mw: PolitenessMiddleware,
     state.adaptive = state.config.ceiling  # nowhere further to back off to ...
     mw._feedback("a.test", 200, 30.0, 0.01)  # ... but a Retry-After moves its not-before
     assert retimed == ["a.test", "a.test"]
+
+
+def test_a_host_that_empties_keeps_its_queue_for_a_while(
+        mw: PolitenessMiddleware, clock: Clock, tmp_path: Path) -> None:
+    """At high rates a host's queue empties and refills on every request: it is
+    kept (not rebuilt) for ``IDLE_KEEP`` seconds, then closed and its directory
+    reclaimed."""
+    from scrapy_politeness import hostheap
+
+    key = str(tmp_path / "q")
+    q = _queue(mw.crawler, PickleFifoDiskQueue, key)
+    built: list[str] = []
+    real_factory = q._pqfactory
+
+    def counting_factory(host_key: str, startprios: Any = ()) -> Any:
+        built.append(host_key)
+        return real_factory(host_key, startprios)
+
+    q._pqfactory = counting_factory  # type: ignore[method-assign]
+    for n in range(3):
+        q.push(Request(url("a.test", n)))
+        assert take(q) is not None
+        assert "a.test" not in q  # empty, though kept
+    assert built == ["a.test"]
+    assert (tmp_path / "q" / _path_safe("a.test")).is_dir()
+    clock.now += hostheap.IDLE_KEEP + 1
+    assert q.pop() is None
+    assert not (tmp_path / "q" / _path_safe("a.test")).exists()
+    q.push(Request(url("a.test", 9)))
+    assert built == ["a.test", "a.test"]
+    assert [r.url for r in drain(q)] == [url("a.test", 9)]
+    assert q.close() == {}
+    assert not any((tmp_path / "q").iterdir())
