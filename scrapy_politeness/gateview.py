@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from scrapy import Request
 from scrapy.utils.httpobj import urlparse_cached
 
 from .dns import DnsCache
@@ -22,29 +21,17 @@ from .observer import STATS
 from .policy import ip_literal
 
 if TYPE_CHECKING:
+    from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
     from .grouping import HostKeys
     from .policy import HostTable, IPTable
     from .settings import PolitenessSettings
 
-__all__ = ["IGNORED", "NETWORK_SCHEMES", "GateView", "Hint", "probe_for"]
+__all__ = ["IGNORED", "NETWORK_SCHEMES", "GateView", "Hint"]
 
 NETWORK_SCHEMES = frozenset(("http", "https"))
 IGNORED = ""  # the queue's key for requests the gate ignores (data:, file:, no host)
-
-
-def probe_for(request: Request) -> Request | None:
-    """A small stand-in request for asking the gate about ``request``'s host.
-
-    The scheduler queue keeps one per host: holding the real request would keep
-    a disk-queued request in memory.
-    """
-    parsed = urlparse_cached(request)
-    try:
-        return Request(f"{parsed.scheme}://{parsed.netloc}/")
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +70,12 @@ class GateView:
         hostname = parsed.hostname
         if parsed.scheme not in NETWORK_SCHEMES or not hostname or bypasses(request.meta):
             return None
-        key = bucket_of(request.meta, strict=False) or self.keys.key(hostname)
+        return self.hint_for(bucket_of(request.meta, strict=False) or self.keys.key(hostname),
+                             hostname)
+
+    def hint_for(self, key: str, hostname: str) -> Hint:
+        """:meth:`hint` for a request of host key ``key`` to ``hostname``: what the
+        scheduler queue asks for the hosts it keeps (no request to parse)."""
         ip = self.dns.lookup(hostname)
         if ip is DnsCache.MISS:  # an IP literal needs no DNS
             ip = ip_literal(hostname)

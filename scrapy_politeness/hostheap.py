@@ -9,7 +9,7 @@ or the gate: the caller passes the estimate function.
 
 A host whose queue empties stays as an idle entry for a few seconds: at high
 rates a host's queue empties and refills on every request, and building its
-Scrapy queue and probe request each time cost more than the rest of the pop.
+Scrapy queue each time cost more than the rest of the pop.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from scrapy import Request
     from scrapy.pqueues import ScrapyPriorityQueue
 
     from .gateview import Hint
@@ -29,20 +28,22 @@ if TYPE_CHECKING:
 __all__ = ["IDLE_KEEP", "IDLE_MAX", "MAX_REEVAL", "HostEntry", "HostHeap"]
 
 MAX_REEVAL = 16  # gate look-ups per settle before taking the heap's top as is
-IDLE_KEEP = 5.0  # seconds an emptied host keeps its queue and probe, for its next request
+IDLE_KEEP = 5.0  # seconds an emptied host keeps its queue, for its next request
 IDLE_MAX = 1024  # at most this many idle hosts (a disk queue holds open files)
 
 
 class HostEntry:
     """One host key's requests. ``seq`` names its live heap entry (0: none, while
     its name resolves or while idle), so re-keying it pushes a new entry and the
-    old one is skipped. ``hint``: the gate's view from its last estimate."""
+    old one is skipped. ``hostname``: the name its requests go to (None: not
+    known yet, or the gate ignores them); ``hint``: the gate's view from its
+    last estimate."""
 
-    __slots__ = ("hint", "hostname", "probe", "queue", "seq")
+    __slots__ = ("hint", "hostname", "key", "queue", "seq")
 
-    def __init__(self, queue: ScrapyPriorityQueue) -> None:
+    def __init__(self, key: str, queue: ScrapyPriorityQueue) -> None:
+        self.key = key
         self.queue = queue
-        self.probe: Request | None = None
         self.hostname: str | None = None
         self.seq = 0
         self.hint: Hint | None = None

@@ -28,7 +28,7 @@ from scrapy.pqueues import ScrapyPriorityQueue
 from scrapy.utils.httpobj import urlparse_cached
 
 from .dns import DnsCache
-from .gateview import IGNORED, probe_for
+from .gateview import IGNORED
 from .handout import Waker, gate_of, handed_out_for, wake_engine
 from .hostheap import HostEntry, HostHeap
 from .queuestate import check_startprios, host_dir, reclaim, rescue, restore
@@ -121,10 +121,10 @@ class PolitenessAwarePriorityQueue:
 
     def _estimate(self, host: HostEntry, now: float) -> float:
         """The host's estimate; the gate's view it came from stays on ``host.hint``."""
-        if host.probe is None or self._mw is None:
+        if host.hostname is None or self._mw is None:
             return now  # restored from disk and not popped yet, or ignored by the gate
-        hint = host.hint = self._mw.hint(host.probe)
-        return now if hint is None else self._handed.estimate(hint, now)
+        hint = host.hint = self._mw.view.hint_for(host.key, host.hostname)
+        return self._handed.estimate(hint, now)
 
     def _retime(self, key: str) -> None:
         """The gate changed ``key``'s buckets (feedback, Crawl-delay): estimate it anew.
@@ -133,7 +133,7 @@ class PolitenessAwarePriorityQueue:
         (a narrowed interval) would otherwise wait for its stale entry.
         """
         host = self._index.hosts.get(key)
-        if host is None or not host.seq or host.probe is None:
+        if host is None or not host.seq or host.hostname is None:
             return
         self._index.enter(key, host, self._estimate(host, clock()))
 
@@ -178,7 +178,7 @@ class PolitenessAwarePriorityQueue:
                 return  # in the heap already, or its name is being resolved
             index.wake(key)
         else:
-            host = HostEntry(self._pqfactory(key))
+            host = HostEntry(key, self._pqfactory(key))
             try:
                 host.queue.push(request)
             except BaseException:
@@ -193,10 +193,7 @@ class PolitenessAwarePriorityQueue:
         if key == IGNORED:
             index.enter(key, host, clock())
             return
-        hostname = urlparse_cached(request).hostname
-        if host.probe is None or hostname != host.hostname:
-            host.probe = probe_for(request)
-            host.hostname = hostname
+        hostname = host.hostname = urlparse_cached(request).hostname
         if hostname is not None and mw.dns.lookup(hostname) is DnsCache.MISS:
             self._resolve(key, host, hostname)
             return
@@ -254,9 +251,7 @@ class PolitenessAwarePriorityQueue:
             if hint is None:
                 return now
         self._handed.add(request, hint.key, hint.ip, now)
-        if hostname != host.hostname:
-            host.hostname = hostname
-            host.probe = probe_for(request)
+        host.hostname = hostname
         return self._handed.estimate(hint, now)
 
     def next_eligible(self) -> float:

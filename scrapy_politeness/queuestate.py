@@ -52,7 +52,7 @@ def restore(saved: dict[str, Iterable[int]],
         if not queue:
             queue.close()
             continue
-        host = index.hosts[host_key] = HostEntry(queue)
+        host = index.hosts[host_key] = HostEntry(host_key, queue)
         index.enter(host_key, host, now)
         total += len(queue)
     return total
