@@ -106,6 +106,8 @@ def main(path: str) -> None:
         "crawl_cpu": marks.get("cpu1", 0.0) - marks.get("cpu0", 0.0),
         "crawl_wall": marks.get("wall1", 0.0) - marks.get("wall0", 0.0),
         "self_cpu": usage.ru_utime + usage.ru_stime,
+        "sys_cpu": usage.ru_stime,
+        "voluntary_switches": usage.ru_nvcsw,
         "max_rss_kb": usage.ru_maxrss,
         "gc_seconds": gc_time[0],
         "gc_collections": gc.get_stats(),

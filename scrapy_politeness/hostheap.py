@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 __all__ = ["IDLE_KEEP", "IDLE_MAX", "MAX_REEVAL", "HostEntry", "HostHeap"]
 
 MAX_REEVAL = 16  # gate look-ups per settle before taking the heap's top as is
-IDLE_KEEP = 5.0  # seconds an emptied host keeps its queue, for its next request
-IDLE_MAX = 1024  # at most this many idle hosts (a disk queue holds open files)
+IDLE_KEEP = 1.0  # seconds an emptied host keeps its queue, for its next request
+IDLE_MAX = 256  # at most this many idle hosts (each holds objects the GC walks; a disk
+# queue holds open files)
 
 
 class HostEntry:
