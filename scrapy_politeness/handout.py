@@ -104,8 +104,9 @@ class HandedOut:
     requests waiting in front of it are invisible in its state; these counts
     add them back. They are shared by the memory and the disk queue of a
     scheduler. Every way a request can leave clears it: reaching the
-    downloader, a response (a cache hit never reaches it), being dropped; anything else (an ``IgnoreRequest`` from a middleware fires no
-    signal) is swept once the downloader no longer holds the request.
+    downloader, a response (a cache hit never reaches it), being dropped;
+    anything else (an ``IgnoreRequest`` from a middleware fires no signal) is
+    swept once the downloader no longer holds the request.
     """
 
     __slots__ = ("__weakref__", "_crawler", "_last_sweep", "_queues", "by_ip", "by_key", "ip_since",
