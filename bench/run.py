@@ -4,8 +4,9 @@
    server side) for five configurations side by side: the plugin with the queue
    its add-on sets, the plugin with Scrapy's default queue, AutoThrottle,
    DOWNLOAD_DELAY with and without jitter.
-2. CPU overhead per request: a 5,000-request crawl with all intervals 0, stock
-   vs plugin, alternating, CPU time of the crawl process.
+2. CPU overhead per request (:mod:`bench.overhead`): a 5,000-request crawl and a
+   1,500-host crawl with all intervals 0, and the 1,500-host crawl with 0.1 s
+   spacing; stock vs plugin, alternating, CPU time of the crawl process.
 3. Memory per tracked host / IP entry and after eviction (pure tables, tracemalloc).
 4. ``bench/bench_redis.py`` when it exists and ``redis-server`` is on PATH.
 
