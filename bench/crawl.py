@@ -9,7 +9,9 @@ the name resolver and Scrapy's global state apart.
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import resource
 import sys
 import time
@@ -51,6 +53,23 @@ def _plain(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
 
 
+def _watch_gc() -> list[float]:
+    """Seconds the garbage collector runs (CPU), summed: cProfile does not show them.
+
+    Only with ``BENCH_GC=1``: the callback itself costs a little per collection."""
+    total = [0.0]
+    started = [0.0]
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.process_time()
+        else:
+            total[0] += time.process_time() - started[0]
+
+    gc.callbacks.append(callback)
+    return total
+
+
 def main(path: str) -> None:
     with open(path, encoding="utf-8") as fh:
         job = json.load(fh)
@@ -68,7 +87,16 @@ def main(path: str) -> None:
     crawler.signals.connect(started, signal=signals.engine_started)
     crawler.signals.connect(closed, signal=signals.spider_closed)
     process.crawl(crawler, urls=job["urls"])
-    process.start()
+    gc_time = _watch_gc() if os.environ.get("BENCH_GC") else [0.0]
+    profile_to = os.environ.get("BENCH_PROFILE")  # bench/overhead.py --profile
+    if profile_to:
+        import cProfile
+
+        with cProfile.Profile() as prof:
+            process.start()
+        prof.dump_stats(profile_to)
+    else:
+        process.start()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     assert crawler.stats is not None
     result = {
@@ -78,7 +106,12 @@ def main(path: str) -> None:
         "crawl_cpu": marks.get("cpu1", 0.0) - marks.get("cpu0", 0.0),
         "crawl_wall": marks.get("wall1", 0.0) - marks.get("wall0", 0.0),
         "self_cpu": usage.ru_utime + usage.ru_stime,
+        "sys_cpu": usage.ru_stime,
+        "voluntary_switches": usage.ru_nvcsw,
         "max_rss_kb": usage.ru_maxrss,
+        "gc_seconds": gc_time[0],
+        "gc_collections": gc.get_stats(),
+        "objects_at_end": len(gc.get_objects()),
     }
     with open(job["out"], "w", encoding="utf-8") as fh:
         json.dump(result, fh)

@@ -4,8 +4,9 @@
    server side) for five configurations side by side: the plugin with the queue
    its add-on sets, the plugin with Scrapy's default queue, AutoThrottle,
    DOWNLOAD_DELAY with and without jitter.
-2. CPU overhead per request: a 5,000-request crawl with all intervals 0, stock
-   vs plugin, alternating, CPU time of the crawl process.
+2. CPU overhead per request (:mod:`bench.overhead`): a 5,000-request crawl and a
+   1,500-host crawl with all intervals 0, and the 1,500-host crawl with 0.1 s
+   spacing; stock vs plugin, alternating, CPU time of the crawl process.
 3. Memory per tracked host / IP entry and after eviction (pure tables, tracemalloc).
 4. ``bench/bench_redis.py`` when it exists and ``redis-server`` is on PATH.
 
@@ -21,7 +22,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,7 +49,6 @@ CONFIGS = ("plugin", "plugin+default-queue", "autothrottle", "delay+jitter", "de
 ALL_CONFIGS = (*CONFIGS, "plugin-additive")
 # "plugin-additive": the plugin with the reference design's recovery (POLITENESS_RECOVERY).
 EXTRA_SECTIONS = ("dns-faults", "overhead", "memory", "redis")
-CPU_TARGET = 1.15
 MEM_TARGET = 400.0
 EVICT_TARGET = 1.10
 T0 = time.monotonic()
@@ -217,78 +216,6 @@ def scenario_table(scenario: Scenario, rows: list[Row]) -> list[str]:
     return [*lines, ""]
 
 
-# -- 2a. CPU overhead ----------------------------------------------------------
-
-def overhead_spec(quick: bool) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    n_hosts, per_host = (10, 50) if quick else (50, 100)
-    ips = ["127.0.0.2", "127.0.0.3"]
-    hosts = {f"o{i:02d}.farm.test": {"ip": ips[i % 2], "kind": "normal", "pages": per_host}
-             for i in range(n_hosts)}
-    urls = [(h, f"/p/{p}") for p in range(per_host) for h in hosts]
-    return {"ips": ips, "hosts": hosts}, urls
-
-
-def run_overhead(quick: bool) -> list[str]:
-    spec, pairs = overhead_spec(quick)
-    host_ip = {h: raw["ip"] for h, raw in spec["hosts"].items()}
-    n = len(pairs)
-    runs: list[tuple[str, CrawlRun, int]] = []
-    with Farm(spec) as farm:
-        urls = [farm.url(h, p) for h, p in pairs]
-        base = {"CONCURRENT_REQUESTS": 16}
-        stock = {**base, "TWISTED_DNS_RESOLVER": STATIC_RESOLVER, "DOWNLOAD_DELAY": 0}
-        plugin = {**base, "ADDONS": ADDON, "POLITENESS_DEFAULT": 0, "POLITENESS_FLOOR": 0,
-                  "POLITENESS_IP_FLOOR": 0, "POLITENESS_SEND_MARGIN": 0,
-                  "POLITENESS_DNS_NAMESERVERS": [farm.dns]}
-        for i, config in enumerate(("stock", "plugin", "stock", "plugin")):
-            farm.reset()
-            progress(f"overhead: run {i + 1}/4 {config} ({n} requests)")
-            run = run_crawl(urls, stock if config == "stock" else plugin,
-                            static_hosts=host_ip if config == "stock" else None, timeout=600)
-            if not run.ok:
-                progress(f"  FAILED: {run.error[-300:]}")
-                return ["## CPU overhead", "", f"crawl failed: {run.error[-500:]}", ""]
-            arrived = farm.arrivals()
-            got = sum(a.status == 200 for a in arrived)
-            progress(f"  CPU {run.cpu:.2f} s, {got}/{n} 200s, "
-                     f"crawl wall {run.result['crawl_wall']:.2f} s")
-            runs.append((config, run, got))
-    lines = [
-        "## CPU overhead per request", "",
-        f"{n:,} requests ({len(spec['hosts'])} hosts x {n // len(spec['hosts'])} URLs on 2 IPs, "
-        "farm kind normal), CONCURRENT_REQUESTS=16, no link following. Plugin: all intervals 0 "
-        "(POLITENESS_DEFAULT = FLOOR = IP_FLOOR = SEND_MARGIN = 0); stock: no add-on, static "
-        "resolver, DOWNLOAD_DELAY=0. Process CPU = user+sys of the crawl process (`os.wait4`), "
-        "start-up included; crawl-phase CPU = `time.process_time()` from `engine_started` to "
-        "`spider_closed` inside the process.", "",
-        "| run | config | 200s | process CPU s | crawl-phase CPU s | crawl wall s "
-        "| process CPU µs/request |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for i, (config, run, got) in enumerate(runs, 1):
-        lines.append(f"| {i} | {config} | {got} | {run.cpu:.2f} | {run.result['crawl_cpu']:.2f} "
-                     f"| {run.result['crawl_wall']:.2f} | {run.cpu / n * 1e6:.0f} |")
-
-    def med(config: str, field: str) -> float:
-        vals = [r.cpu if field == "cpu" else float(r.result[field])
-                for c, r, _ in runs if c == config]
-        return statistics.median(vals)
-
-    ratio = med("plugin", "cpu") / med("stock", "cpu")
-    ratio_phase = med("plugin", "crawl_cpu") / med("stock", "crawl_cpu")
-    diff = (med("plugin", "cpu") - med("stock", "cpu")) / n * 1e6
-    diff_phase = (med("plugin", "crawl_cpu") - med("stock", "crawl_cpu")) / n * 1e6
-    verdict = "met" if ratio <= CPU_TARGET else "MISSED"
-    lines += [
-        "",
-        f"- process CPU, plugin / stock (ratio of the medians): **{ratio:.3f}** "
-        f"(target <= {CPU_TARGET}: {verdict}); difference **{diff:+.0f} µs CPU per request**",
-        f"- crawl-phase CPU, plugin / stock: {ratio_phase:.3f}; difference "
-        f"{diff_phase:+.0f} µs CPU per request", "",
-    ]
-    return lines
-
-
 # -- 2b. memory ----------------------------------------------------------------
 
 def run_memory(quick: bool) -> list[str]:
@@ -421,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
 
         out += run_dns_faults(args.quick)
     if "overhead" in args.only:
+        from .overhead import run_overhead
+
         out += run_overhead(args.quick)
     if "memory" in args.only:
         out += run_memory(args.quick)

@@ -28,9 +28,10 @@ if TYPE_CHECKING:
     from .policy import HostTable, IPTable
     from .settings import PolitenessSettings
 
-__all__ = ["NETWORK_SCHEMES", "GateView", "Hint"]
+__all__ = ["IGNORED", "NETWORK_SCHEMES", "GateView", "Hint"]
 
 NETWORK_SCHEMES = frozenset(("http", "https"))
+IGNORED = ""  # the queue's key for requests the gate ignores (data:, file:, no host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,12 @@ class GateView:
         hostname = parsed.hostname
         if parsed.scheme not in NETWORK_SCHEMES or not hostname or bypasses(request.meta):
             return None
-        key = bucket_of(request.meta, strict=False) or self.keys.key(hostname)
+        return self.hint_for(bucket_of(request.meta, strict=False) or self.keys.key(hostname),
+                             hostname)
+
+    def hint_for(self, key: str, hostname: str) -> Hint:
+        """:meth:`hint` for a request of host key ``key`` to ``hostname``: what the
+        scheduler queue asks for the hosts it keeps (no request to parse)."""
         ip = self.dns.lookup(hostname)
         if ip is DnsCache.MISS:  # an IP literal needs no DNS
             ip = ip_literal(hostname)
@@ -86,6 +92,15 @@ class GateView:
         ip_at = self.ips.eligible_at(ip)
         return Hint(key, ip, host_ready, ip_at + margin if ip_at else 0.0, interval,
                     ip_interval)
+
+    def queue_key(self, request: Request) -> str:
+        """The host key the scheduler queue files ``request`` under (``IGNORED``:
+        the gate ignores it): :meth:`hint`'s key, without the rest of the hint."""
+        parsed = urlparse_cached(request)
+        hostname = parsed.hostname
+        if not hostname or parsed.scheme not in NETWORK_SCHEMES or bypasses(request.meta):
+            return IGNORED
+        return bucket_of(request.meta, strict=False) or self.keys.key(hostname)
 
     def request_key(self, request: Request, hostname: str) -> str | None:
         """The request's host bucket; None when it bypasses the gate (docs/reference/meta.md)."""

@@ -8,7 +8,10 @@ it asks, and the engine it wakes.
 
 from __future__ import annotations
 
+import asyncio
+import math
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -18,7 +21,10 @@ from .middleware import PolitenessMiddleware
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-__all__ = ["MAX_AGE", "SWEEP_EVERY", "HandedOut", "gate_of", "handed_out_for", "wake_engine"]
+    from .gateview import Hint
+
+__all__ = ["MAX_AGE", "SWEEP_EVERY", "HandedOut", "Waker", "gate_of", "handed_out_for",
+           "wake_engine"]
 
 SWEEP_EVERY = 0.25  # seconds between checks for handed-out requests that vanished
 MAX_AGE = 600.0  # without an engine to ask, forget a handed-out request after this
@@ -43,6 +49,42 @@ def wake_engine(crawler: Crawler) -> None:
         nextcall.schedule()
 
 
+class Waker:
+    """One timer that wakes the engine at the earliest instant asked for.
+
+    ``on_fire(expected)`` runs first: a late wake-up reveals a loop stall, as
+    a late gate timer does.
+    """
+
+    __slots__ = ("_crawler", "_on_fire", "at", "handle")
+
+    def __init__(self, crawler: Crawler, on_fire: Callable[[float], None] | None) -> None:
+        self._crawler = crawler
+        self._on_fire = on_fire
+        self.at = math.inf
+        self.handle: asyncio.TimerHandle | None = None
+
+    def arm(self, at: float) -> None:
+        """Wake the engine at ``at`` (unless a wake-up no later is armed)."""
+        if at >= self.at:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (unit tests on a fake clock)
+            return
+        if self.handle is not None:
+            self.handle.cancel()
+        self.at = at
+        self.handle = loop.call_at(at, self.fire)
+
+    def fire(self) -> None:
+        if self._on_fire is not None:
+            self._on_fire(self.at)
+        self.handle = None
+        self.at = math.inf
+        wake_engine(self._crawler)
+
+
 def gate_of(crawler: Crawler) -> PolitenessMiddleware | None:
     """This crawl's politeness middleware, whose gate the queue asks (None: disabled).
 
@@ -62,13 +104,13 @@ class HandedOut:
     requests waiting in front of it are invisible in its state; these counts
     add them back. They are shared by the memory and the disk queue of a
     scheduler. Every way a request can leave clears it: reaching the
-    downloader, leaving it, a response (a cache hit never reaches it), being
-    dropped; anything else (an ``IgnoreRequest`` from a middleware fires no
-    signal) is swept once the downloader no longer holds the request.
+    downloader, a response (a cache hit never reaches it), being dropped;
+    anything else (an ``IgnoreRequest`` from a middleware fires no signal) is
+    swept once the downloader no longer holds the request.
     """
 
-    __slots__ = ("__weakref__", "_crawler", "_last_sweep", "by_ip", "by_key", "ip_since",
-                 "key_since", "queues", "requests")
+    __slots__ = ("__weakref__", "_crawler", "_last_sweep", "_queues", "by_ip", "by_key", "ip_since",
+                 "key_since", "requests")
 
     def __init__(self, crawler: Crawler) -> None:
         self._crawler = weakref.ref(crawler)  # a strong one would keep the registry's key alive
@@ -78,12 +120,26 @@ class HandedOut:
         # when the count last rose from zero: the earliest a pending request starts
         self.key_since: dict[str, float] = {}
         self.ip_since: dict[str, float] = {}
-        self.queues: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._queues: list[weakref.ref[Any]] = []  # the scheduler's memory and disk queues
         self._last_sweep = float("-inf")
-        for signal in (signals.request_reached_downloader, signals.request_left_downloader,
-                       signals.request_dropped, signals.response_received):
+        # Not request_left_downloader: what left had reached it, and was forgotten then.
+        for signal in (signals.request_reached_downloader, signals.request_dropped,
+                       signals.response_received):
             crawler.signals.connect(self._on_gone, signal=signal)
         crawler.signals.connect(self._on_closed, signal=signals.spider_closed)
+
+    def add_queue(self, queue: Any) -> None:
+        self._queues = [r for r in self._queues if r() is not None]
+        self._queues.append(weakref.ref(queue))
+
+    def any_pending(self) -> bool:
+        """Whether any of the scheduler's queues still holds requests (a plain
+        list of references: a WeakSet costs an iterator guard per ``pop``)."""
+        for ref in self._queues:
+            queue = ref()
+            if queue is not None and len(queue):
+                return True
+        return False
 
     def add(self, request: Request, key: str, ip: str | None, now: float) -> None:
         if request in self.requests:  # handed out again (rescheduled as is)
@@ -98,6 +154,34 @@ class HandedOut:
             if not n:
                 self.ip_since[ip] = now
             self.by_ip[ip] = n + 1
+
+    def estimate(self, hint: Hint, now: float) -> float:
+        """When one more request of ``hint``'s host would start.
+
+        With ``p`` handed out and not yet released, the next starts ``p``
+        spacings after the bucket is ready, and not before the first of them
+        was handed out. Counting from that instant, not from now, keeps the
+        estimate still while they wait, so the queue's heap need not re-sort
+        as time passes.
+        """
+        key = hint.key
+        pending = self.by_key.get(key)
+        at = hint.host_ready
+        if pending:
+            since = self.key_since[key]
+            at = (at if at > since else since) + pending * hint.interval
+        if at < now:
+            at = now
+        ip = hint.ip
+        if ip is not None:
+            pending = self.by_ip.get(ip)
+            ip_at = hint.ip_ready
+            if pending:
+                since = self.ip_since[ip]
+                ip_at = (ip_at if ip_at > since else since) + pending * hint.ip_interval
+            if ip_at > at:
+                at = ip_at
+        return at
 
     def forget(self, request: Request) -> None:
         entry = self.requests.pop(request, None)

@@ -271,6 +271,7 @@ class PolitenessMiddleware:
         elif honoured:
             self.stats.inc_value(STATS + "retry_after")
         signal = Signal(status, honoured, latency, state.latency)
+        adaptive, not_before = state.adaptive, state.not_before
         outcome = self.hosts.feedback(key, signal, now)
         if self.shared is not None:
             self.shared.feedback(key, signal)
@@ -278,7 +279,8 @@ class PolitenessMiddleware:
                                ip=ip, status=status, retry_after=retry_after, latency=latency)
         if outcome.became_dead:
             self.drops.died_here(now, key, state, outcome.after)
-        self._retime(key)
+        if state.adaptive != adaptive or state.not_before != not_before:
+            self._retime(key)  # its instants moved (re-timing costs a heap entry a response)
         self.driver.pump(now)
 
     def _died_elsewhere(self, key: str) -> None:

@@ -1,0 +1,222 @@
+"""CPU per request, plugin vs stock Scrapy, side by side: ``python -m bench --only overhead``.
+
+Three crawls, each run stock / plugin / stock / plugin (interleaved, so a
+load change hits both alike), CPU time of the crawl process from ``os.wait4``:
+
+- ``50-hosts``: 5,000 requests, 50 hosts on 2 IPs, every interval 0. Target:
+  process CPU plugin / stock <= 1.10.
+- ``many-hosts``: 1,500 hosts x 2 pages on 30 IPs, every interval 0,
+  CONCURRENT_REQUESTS=64: the per-host cost (DNS, gate and queue state) the
+  50-host crawl hides. Target: plugin requests/s >= 0.9 x stock.
+- ``many-hosts-spaced``: the same crawl with 0.1 s spacing ON: the plugin at
+  interval = IP floor = 0.1 s, stock Scrapy with ``DOWNLOAD_DELAY = 0.1``
+  (no jitter), the delay a stock user would set for the same host spacing.
+  Stock spaces hosts only, not IPs, so it may finish sooner; the comparison
+  is CPU per request (timers, queue, gate), not speed. Target <= 1.15.
+
+``python -m bench.overhead --profile CASE`` runs each configuration once
+under cProfile instead and prints the top functions (by own time and by
+cumulative time), the "where the time goes" of docs/benchmark.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scrapy_politeness._sitefarm import Farm
+
+from .run import ADDON, STATIC_RESOLVER, CrawlRun, progress, run_crawl
+
+__all__ = ["CASES", "Case", "run_overhead"]
+
+PROFILE_ENV = "BENCH_PROFILE"  # bench.crawl writes a cProfile of the crawl there
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    about: str
+    n_hosts: int
+    n_ips: int
+    per_host: int
+    concurrent: int
+    interval: float  # the spacing asked of both (0: every interval off)
+    measure: str  # "cpu" (plugin/stock CPU per request <= target) or "rate" (>= target)
+    target: float
+
+    def spec(self) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        ips = [f"127.0.0.{2 + i}" for i in range(self.n_ips)]
+        width = 4 if self.n_hosts > 100 else 2
+        hosts = {f"o{i:0{width}d}.farm.test": {"ip": ips[i % self.n_ips], "kind": "normal",
+                                                "pages": self.per_host}
+                 for i in range(self.n_hosts)}
+        urls = [(h, f"/p/{p}") for p in range(self.per_host) for h in hosts]
+        return {"ips": ips, "hosts": hosts}, urls
+
+    def settings(self, config: str, farm: Farm) -> dict[str, Any]:
+        base = {"CONCURRENT_REQUESTS": self.concurrent}
+        if config == "stock":
+            return {**base, "TWISTED_DNS_RESOLVER": STATIC_RESOLVER,
+                    "DOWNLOAD_DELAY": self.interval, "RANDOMIZE_DOWNLOAD_DELAY": False}
+        spacing = self.interval
+        return {**base, "ADDONS": ADDON, "POLITENESS_DEFAULT": spacing,
+                "POLITENESS_FLOOR": spacing, "POLITENESS_IP_FLOOR": spacing,
+                **({} if spacing else {"POLITENESS_SEND_MARGIN": 0}),
+                "POLITENESS_DNS_NAMESERVERS": [farm.dns]}
+
+
+def _cases(quick: bool) -> dict[str, Case]:
+    def scale(full: int, small: int) -> int:
+        return small if quick else full
+
+    return {c.name: c for c in (
+        Case("50-hosts", "50 hosts x 100 URLs on 2 IPs, every interval 0",
+             scale(50, 10), 2, scale(100, 50), 16, 0.0, "cpu", 1.10),
+        Case("many-hosts", "1,500 hosts x 2 URLs on 30 IPs, every interval 0",
+             scale(1500, 300), scale(30, 10), 2, 64, 0.0, "rate", 0.9),
+        Case("many-hosts-spaced", "1,500 hosts x 2 URLs on 30 IPs, 0.1 s spacing ON "
+             "(stock: DOWNLOAD_DELAY 0.1, no jitter)",
+             scale(1500, 300), scale(30, 10), 2, 64, 0.1, "cpu", 1.15),
+    )}
+
+
+CASES = tuple(_cases(False))
+
+
+def _run_case(case: Case) -> tuple[list[tuple[str, CrawlRun, int]], int] | str:
+    spec, pairs = case.spec()
+    host_ip = {h: raw["ip"] for h, raw in spec["hosts"].items()}
+    runs: list[tuple[str, CrawlRun, int]] = []
+    with Farm(spec) as farm:
+        urls = [farm.url(h, p) for h, p in pairs]
+        for i, config in enumerate(("stock", "plugin", "stock", "plugin")):
+            farm.reset()
+            load = os.getloadavg()[0]
+            progress(f"overhead {case.name}: run {i + 1}/4 {config} ({len(urls)} requests, "
+                     f"load {load:.2f})")
+            run = run_crawl(urls, case.settings(config, farm),
+                            static_hosts=host_ip if config == "stock" else None, timeout=600)
+            if not run.ok:
+                progress(f"  FAILED: {run.error[-300:]}")
+                return run.error
+            got = sum(a.status == 200 for a in farm.arrivals())
+            progress(f"  CPU {run.cpu:.2f} s, {got}/{len(urls)} 200s, crawl wall "
+                     f"{run.result['crawl_wall']:.2f} s")
+            runs.append((config, run, got))
+    return runs, len(pairs)
+
+
+def _case_lines(case: Case, runs: list[tuple[str, CrawlRun, int]], n: int) -> list[str]:
+    lines = [
+        f"### {case.name}", "",
+        f"{n:,} requests ({case.about}), CONCURRENT_REQUESTS={case.concurrent}. "
+        f"Load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}.", "",
+        "| run | config | 200s | process CPU s | crawl-phase CPU s | crawl wall s "
+        "| requests/s | process CPU µs/request |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for i, (config, run, got) in enumerate(runs, 1):
+        wall = float(run.result["crawl_wall"])
+        lines.append(f"| {i} | {config} | {got} | {run.cpu:.2f} | "
+                     f"{run.result['crawl_cpu']:.2f} | {wall:.2f} | {n / wall:.0f} "
+                     f"| {run.cpu / n * 1e6:.0f} |")
+
+    def med(config: str, field: str) -> float:
+        return statistics.median(r.cpu if field == "cpu" else float(r.result[field])
+                                 for c, r, _ in runs if c == config)
+
+    cpu = med("plugin", "cpu") / med("stock", "cpu")
+    phase = med("plugin", "crawl_cpu") / med("stock", "crawl_cpu")
+    rate = med("stock", "crawl_wall") / med("plugin", "crawl_wall")
+    diff = (med("plugin", "cpu") - med("stock", "cpu")) / n * 1e6
+    if case.measure == "cpu":
+        verdict = f"(target <= {case.target:.2f}: {'met' if cpu <= case.target else 'MISSED'})"
+        lines += ["", f"- process CPU, plugin / stock (ratio of the medians): **{cpu:.3f}** "
+                  f"{verdict}; difference **{diff:+.0f} µs CPU per request**",
+                  f"- crawl-phase CPU, plugin / stock: {phase:.3f}",
+                  f"- requests/s, plugin / stock: {rate:.3f}", ""]
+    else:
+        verdict = f"(target >= {case.target:.2f}: {'met' if rate >= case.target else 'MISSED'})"
+        lines += ["", f"- requests/s, plugin / stock (ratio of the medians): **{rate:.3f}** "
+                  f"{verdict}",
+                  f"- process CPU, plugin / stock: {cpu:.3f}; difference {diff:+.0f} µs CPU "
+                  "per request", f"- crawl-phase CPU, plugin / stock: {phase:.3f}", ""]
+    return lines
+
+
+def run_overhead(quick: bool, only: tuple[str, ...] = CASES) -> list[str]:
+    lines = [
+        "## CPU overhead per request", "",
+        "Each crawl runs stock / plugin / stock / plugin. Plugin: the add-on (its queue); "
+        "stock: no add-on, a static resolver. Process CPU = user+sys of the crawl process "
+        "(`os.wait4`), start-up included; crawl-phase CPU = `time.process_time()` from "
+        "`engine_started` to `spider_closed`; requests/s over the crawl phase. See "
+        "bench/overhead.py for why each comparison is made as it is.", "",
+    ]
+    for name, case in _cases(quick).items():
+        if name not in only:
+            continue
+        result = _run_case(case)
+        if isinstance(result, str):
+            lines += [f"### {name}", "", f"crawl failed: {result[-500:]}", ""]
+            continue
+        lines += _case_lines(case, *result)
+    return lines
+
+
+# -- profiles ------------------------------------------------------------------
+
+def profile(case: Case, top: int) -> None:
+    """One crawl per configuration under cProfile; print the top entries."""
+    spec, pairs = case.spec()
+    host_ip = {h: raw["ip"] for h, raw in spec["hosts"].items()}
+    with Farm(spec) as farm, tempfile.TemporaryDirectory(prefix="bench-prof-") as tmp:
+        urls = [farm.url(h, p) for h, p in pairs]
+        for config in ("stock", "plugin"):
+            farm.reset()
+            path = Path(tmp, f"{config}.prof")
+            os.environ[PROFILE_ENV] = str(path)
+            try:
+                run = run_crawl(urls, case.settings(config, farm),
+                                static_hosts=host_ip if config == "stock" else None,
+                                timeout=600)
+            finally:
+                del os.environ[PROFILE_ENV]
+            if not run.ok:
+                print(f"{config}: crawl failed: {run.error[-500:]}")
+                continue
+            print(f"\n==== {case.name} {config}: process CPU {run.cpu:.2f} s (under cProfile), "
+                  f"crawl wall {run.result['crawl_wall']:.2f} s, load "
+                  f"{os.getloadavg()[0]:.2f}")
+            stats = pstats.Stats(str(path), stream=sys.stdout)
+            stats.strip_dirs().sort_stats("tottime").print_stats(top)
+            stats.sort_stats("cumulative").print_stats(top)
+            if os.environ.get("BENCH_PROFILE_KEEP"):
+                keep = Path(os.environ["BENCH_PROFILE_KEEP"], f"{case.name}-{config}.prof")
+                keep.write_bytes(path.read_bytes())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.overhead")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--profile", metavar="CASE", choices=CASES)
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--only", action="append", choices=CASES)
+    args = parser.parse_args(argv)
+    if args.profile:
+        profile(_cases(args.quick)[args.profile], args.top)
+        return 0
+    print("\n".join(run_overhead(args.quick, tuple(args.only or CASES))))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
