@@ -6,7 +6,11 @@ authority section, bounded by ``negative_ttl``) with their kind, so a request
 to a failing name can fail at once. Concurrent lookups of one name share a
 single query (single flight) that no one caller can cancel for the others.
 Names in the hosts file (``localhost`` among them) resolve from it, as the
-system would.
+system would. At most ``MAX_QUERIES`` queries are in flight at once: a broad
+crawl enqueues thousands of new names in its first second, and a burst like
+that overflows a resolver's UDP buffer, so answers are lost and healthy names
+fail as timeouts (Scrapy's own resolver is bounded the same way, by its
+thread pool). A name waiting for its turn is not yet on its timeout.
 """
 
 from __future__ import annotations
@@ -27,9 +31,13 @@ import dns.resolver
 
 from .policy import FailureKind, ip_literal
 
-__all__ = ["DnsCache", "DnsStats", "dns_failure_kind", "negative_ttl_of", "read_hosts_file"]
+__all__ = ["MAX_QUERIES", "DnsCache", "DnsStats", "dns_failure_kind", "negative_ttl_of",
+           "read_hosts_file"]
 
 logger = logging.getLogger(__name__)
+
+MAX_QUERIES = 32
+"""DNS queries in flight at once, per crawler."""
 
 
 @dataclass(slots=True)
@@ -82,6 +90,7 @@ class DnsCache:
         negative_ttl: float = 30.0,
         hosts_file: str | None = "/etc/hosts",
         clock: Callable[[], float] = time.monotonic,
+        max_queries: int = MAX_QUERIES,
     ) -> None:
         self.min_ttl = min_ttl
         self.max_ttl = max_ttl
@@ -94,6 +103,8 @@ class DnsCache:
         self._pins: dict[str, tuple[str, float]] = {}
         self._inflight: dict[str, asyncio.Task[str | None]] = {}
         self._resolver = self._make_resolver(nameservers, timeout)
+        self._max_queries = max_queries
+        self._turns: asyncio.Semaphore | None = None  # made on the loop that first queries
 
     @staticmethod
     def _make_resolver(nameservers: tuple[tuple[str, int], ...],
@@ -173,6 +184,12 @@ class DnsCache:
         if static is not None:
             return static, self.max_ttl, None
         self.stats.lookups += 1
+        if self._turns is None:
+            self._turns = asyncio.Semaphore(self._max_queries)
+        async with self._turns:
+            return await self._ask(hostname)
+
+    async def _ask(self, hostname: str) -> tuple[str | None, float, FailureKind | None]:
         try:
             if self._resolver is None:
                 ip = await self._getaddrinfo(hostname)

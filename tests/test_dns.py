@@ -44,6 +44,8 @@ SPEC: dict[str, Any] = {
         "moving.farm.test": {"ip": "127.0.0.2",
                              "dns": {"mode": "rotate", "ips": ["127.0.0.6", "127.0.0.7"]},
                              "ttl": 0},
+        **{f"mute{i}.farm.test": {"ip": "127.0.0.2", "dns": {"mode": "timeout"}}
+           for i in range(24)},
     },
 }
 
@@ -164,6 +166,23 @@ async def test_concurrent_lookups_share_one_query(farm: Farm) -> None:
 
     assert await many() == ["127.0.0.2"] * 50
     assert farm.dns_queries().get("ok.farm.test") == 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_no_more_than_max_queries_are_in_flight(farm: Farm) -> None:
+    """A burst of new names reaches the server a few at a time (here: silent
+    names, so each holds its turn for the whole timeout)."""
+    farm.reset()
+    cache = _cache(farm, timeout=0.4, max_queries=6)
+    names = [f"mute{i}.farm.test" for i in range(24)]
+    gathered = asyncio.gather(*(cache.resolve(name) for name in names))
+    await Deferred.fromFuture(asyncio.ensure_future(asyncio.sleep(0.2)))
+    asked_at_first = set(farm.dns_queries())
+    results = await Deferred.fromFuture(gathered)
+    assert len(asked_at_first) == 6
+    assert results == [None] * 24
+    assert set(farm.dns_queries()) == set(names)
+    assert {cache.failure(name) for name in names} == {FailureKind.DNS_TIMEOUT}
 
 
 @pytest_twisted.ensureDeferred
