@@ -13,13 +13,17 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .slip import Dispatch
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
     from .policy import HostState, Release
+    from .sharedsync import SharedSync
+    from .slip import SendSlip
 
-__all__ = ["BOOKED_META", "LEAD", "Booking", "booked_start", "late_allowance",
+__all__ = ["BOOKED_META", "LEAD", "Booking", "booked_start", "go_as_booked", "late_allowance",
            "start_as_booked"]
 
 BOOKED_META = "politeness_booked"
@@ -89,3 +93,25 @@ async def start_as_booked(booking: Booking, release: Release[Any],
     if booking.at > now:
         await asyncio.sleep(booking.at - now)
     return replace(release, at=booking.at)
+
+
+async def go_as_booked(booking: Booking, release: Release[Any], state: HostState,
+                       loop: asyncio.AbstractEventLoop, *, slip: SendSlip,
+                       shared: SharedSync | None, stats: StatsCollector, margin: float,
+                       ip_floor: float | None) -> tuple[Release[Any], float] | None:
+    """The release and the lateness its booking covered, for a request the
+    frontier booked; None when it must be booked afresh (see
+    :func:`start_as_booked`). The booking is the shared spend: the local
+    buckets move to the real send, and a send later than booked is reported
+    to the other processes at once.
+    """
+    at_booked = await start_as_booked(booking, release, loop, shared=shared is not None,
+                                      margin=margin, stats=stats,
+                                      late_ok=late_allowance(state, ip_floor))
+    if at_booked is None:
+        return None
+    slip.respend(at_booked, loop.time())
+    if at_booked.at > booking.at and shared is not None:  # late: say so now
+        shared.late_start(Dispatch(at_booked.key, at_booked.at, at_booked.ip), state,
+                          -2.0 * slip.lag)
+    return at_booked, booking.covered

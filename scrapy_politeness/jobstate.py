@@ -38,6 +38,7 @@ class JobState:
         if self.directory is not None and settings.persist and not shared:
             self.path = os.path.join(self.directory, persistence.STATE_FILE)
         self.idle_ttl = settings.idle_ttl
+        self.unclean: tuple[str, str, str] | None = None  # what inspect() found
 
     def inspect(self) -> tuple[str, str, str] | None:
         """(JOBDIR, evidence, what was done) when the last run left it unclean.
@@ -47,10 +48,15 @@ class JobState:
         if self.directory is None:
             return None
         ours = persistence.STATE_FILE if self.path is not None else None
-        return jobdir.inspect_at_start(self.directory, ours)
+        self.unclean = jobdir.inspect_at_start(self.directory, ours)
+        return self.unclean
 
     def restore(self, hosts: HostTable, ips: IPTable, now: float, stats: StatsCollector,
                 trace: TraceWriter | None) -> None:
+        """Warn of an unclean JOBDIR (found by :meth:`inspect`), load the saved state."""
+        if self.unclean:
+            stats.set_value("politeness/jobdir/unclean", 1)
+            logger.warning(jobdir.UNCLEAN_WARNING, *self.unclean)
         if self.path is None:
             return
         try:

@@ -28,11 +28,11 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from .backends import make_backend
-from .booking import booked_start, late_allowance, start_as_booked
+from .booking import booked_start, go_as_booked
 from .dns import DnsCache
 from .drops import Drops
 from .failures import classify_exception
-from .gatedriver import GateDriver, Waiter, engine_closing
+from .gatedriver import GateDriver, Waiter
 from .gateview import NETWORK_SCHEMES, GateView, Hint
 from .grouping import HostKeys
 from .jobstate import JobState
@@ -53,7 +53,8 @@ from .robotsfetch import RobotsPrefetch
 from .settings import PolitenessSettings
 from .sharedsync import SharedSync
 from .slip import Dispatch, SendSlip
-from .startup import check_backend, start_line, warn_unknown_settings
+from .startup import check_asyncio, check_backend, start_line, warn_unknown_settings
+from .watch import Watch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -68,8 +69,6 @@ if TYPE_CHECKING:
 __all__ = ["Hint", "PolitenessMiddleware"]  # Hint: re-exported for the queue
 
 logger = logging.getLogger(__name__)
-
-_WATCH_EVERY = 0.25  # seconds between checks for a closing engine and eviction
 
 
 class PolitenessMiddleware:
@@ -113,10 +112,8 @@ class PolitenessMiddleware:
             backend, self.hosts, self.slip, self.stats, on_dead=self._died_elsewhere,
             on_change=self._retime)
         self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
-        self._unclean = self.jobstate.inspect()  # before the scheduler opens the JOBDIR
+        self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
         self._dispatched: dict[Request, Dispatch] = {}
-        self._watch: asyncio.TimerHandle | None = None
-        self._last_evict = 0.0
         self._pin: Pin | None = None
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
@@ -124,6 +121,9 @@ class PolitenessMiddleware:
         crawler.signals.connect(self.crawl_delays.parsed, signal=signals.robots_parsed)
         crawler.signals.connect(self._headers_received, signal=signals.headers_received)
         self.robots_prefetch = RobotsPrefetch.connect(crawler, settings, self.stats)
+        self.watch = Watch(crawler, settings, gate=self.gate, driver=self.driver,
+                           hosts=self.hosts, ips=self.ips, dns=self.dns, keys=self.keys,
+                           drops=self.drops, observer=self.observer, on_closing=self._close_gate)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -132,13 +132,7 @@ class PolitenessMiddleware:
         if not settings.enabled:
             raise NotConfigured("POLITENESS_ENABLED is False")
         check_backend(settings.backend)
-        from scrapy.utils.asyncio import is_asyncio_available
-
-        if not is_asyncio_available():
-            raise ValueError(
-                "scrapy-politeness needs an asyncio event loop: set TWISTED_REACTOR = "
-                "'twisted.internet.asyncioreactor.AsyncioSelectorReactor' (Scrapy's default)"
-            )
+        check_asyncio()
         logger.info("%s", start_line(settings, crawler.settings))
         return cls(crawler, settings)
 
@@ -183,18 +177,14 @@ class PolitenessMiddleware:
         covered = math.inf
         state = self.hosts.get(key)
         if booked is not None:  # that booking is the shared spend; a later send is reported
-            at_booked = await start_as_booked(
-                booked, release, loop, shared=self.shared is not None,
-                margin=self.settings.send_margin, stats=self.stats, late_ok=late_allowance(
-                    state, None if bucket is None else self.ips.floor))
-            if at_booked is not None:
-                release, covered = at_booked, booked.covered
-                self.slip.respend(release, loop.time())
-                if release.at > booked.at and self.shared is not None:  # late: say so now
-                    self.shared.late_start(Dispatch(key, release.at, release.ip), state,
-                                           -2.0 * self.slip.lag)
-            else:
+            went = await go_as_booked(
+                booked, release, state, loop, slip=self.slip, shared=self.shared,
+                stats=self.stats, margin=self.settings.send_margin,
+                ip_floor=None if bucket is None else self.ips.floor)
+            if went is None:
                 booked = None
+            else:
+                release, covered = went
         elif waited_in_gate:
             self.slip.respend(release, loop.time())
         elif self.slip.lag > 0.0005:
@@ -299,33 +289,8 @@ class PolitenessMiddleware:
             self._pin = install(self.dns.pinned)
         now = loop.time()
         self.observer.open(spider, now)
-        if self._unclean:
-            from .jobdir import UNCLEAN_WARNING
-
-            self.stats.set_value(STATS + "jobdir/unclean", 1)
-            logger.warning(UNCLEAN_WARNING, *self._unclean)
         self.jobstate.restore(self.hosts, self.ips, now, self.stats, self.observer.trace)
-        self._watch = loop.call_later(_WATCH_EVERY, self._on_watch)
-
-    def _on_watch(self) -> None:
-        """Drop waiters once the engine closes; the log line; evict idle state now and then."""
-        assert self.loop is not None
-        if engine_closing(self.crawler):
-            self._close_gate("politeness: spider closing")
-            return
-        now = self.loop.time()
-        waiters = self.driver.waiters
-        self.observer.tick(now, self.gate.waiting, next(iter(waiters.values()), None))
-        if now - self._last_evict >= min(30.0, self.settings.idle_ttl / 4):
-            self._last_evict = now
-            cutoff = now - self.settings.idle_ttl
-            self.hosts.evict(cutoff)
-            self.drops.prune(now)
-            self.ips.evict(now - self.settings.send_margin)
-            self.dns.evict(cutoff)
-            self.keys.trim()
-            self.observer.sync_dns_stats(self.dns)
-        self._watch = self.loop.call_later(_WATCH_EVERY, self._on_watch)
+        self.watch.start(loop)
 
     def _close_gate(self, reason: str) -> None:
         if self.backend is not None:  # requests held for a lost backend must not wait on
@@ -333,9 +298,7 @@ class PolitenessMiddleware:
         self.driver.close(reason)
 
     async def _spider_closed(self, spider: Spider) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            self._watch = None
+        self.watch.stop()
         self._close_gate("politeness: spider closed")
         if self.robots_prefetch is not None:
             self.robots_prefetch.close()

@@ -14,7 +14,8 @@ from typing import Any
 
 from .settings import PolitenessSettings, unknown_names
 
-__all__ = ["BackendNotUsable", "check_backend", "start_line", "warn_unknown_settings"]
+__all__ = ["BackendNotUsable", "check_asyncio", "check_backend", "start_line",
+           "warn_unknown_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,17 @@ def check_backend(url: str, timeout: float = 5.0) -> None:
             f"there or set POLITENESS_BACKEND = 'memory'") from None
     finally:
         client.close()
+
+
+def check_asyncio() -> None:
+    """The gate's timers and the DNS resolver run on the asyncio event loop."""
+    from scrapy.utils.asyncio import is_asyncio_available
+
+    if not is_asyncio_available():
+        raise ValueError(
+            "scrapy-politeness needs an asyncio event loop: set TWISTED_REACTOR = "
+            "'twisted.internet.asyncioreactor.AsyncioSelectorReactor' (Scrapy's default)"
+        )
 
 
 def _s(value: float) -> str:

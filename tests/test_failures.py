@@ -10,11 +10,9 @@ reasons, Retry-After against the Date header, robots.txt errors).
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import Coroutine, Iterator
 from email.utils import formatdate
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -237,13 +235,9 @@ def test_drop_reasons_of_hosts_no_longer_dropped_are_forgotten() -> None:
         mw.hosts.get("dead.example").dead = True
         mw.drops.reasons["dead.example"] = "politeness: dead"
         assert set(mw.drops.reasons) == {"parked.example", "dead.example"}
-        mw._last_evict = -math.inf
-        setattr(mw.crawler, "engine", SimpleNamespace(_slot=None))  # noqa: B010 (not closing)
-        mw._on_watch()
+        mw.watch.evict(loop.time())
         assert set(mw.drops.reasons) == {"dead.example"}  # the dead one still drops requests
     finally:
-        if mw._watch is not None:
-            mw._watch.cancel()
         loop.close()
 
 
