@@ -72,7 +72,8 @@ def random_signal(rng: random.Random, healthy: float = 0.0) -> Signal:
 
 
 async def _feedback_contract(server: RedisServer, seed: int, configs: list[Config] = CONFIGS,
-                             steps: int = 60, healthy: float = 0.0) -> None:
+                             steps: int = 60, healthy: float = 0.0,
+                             *, script: list[Signal] | None = None) -> HostTable:
     rng = random.Random(seed)
     config = configs[seed % len(configs)]
     dead_after = rng.choice([2, 3, 5])
@@ -80,8 +81,8 @@ async def _feedback_contract(server: RedisServer, seed: int, configs: list[Confi
     await b.open()
     try:
         table = HostTable(config, dead_after=dead_after)
-        for step in range(steps):
-            signal = random_signal(rng, healthy)
+        for step in range(len(script) if script else steps):
+            signal = script[step] if script else random_signal(rng, healthy)
             shared = await b.feedback("h", signal, config, dead_after)
             now = time.monotonic()
             table.feedback("h", signal, now)
@@ -94,9 +95,11 @@ async def _feedback_contract(server: RedisServer, seed: int, configs: list[Confi
             assert shared.fail_at == pytest.approx(ref.fail_at, abs=1e-9), where
             assert shared.good_at == pytest.approx(ref.good_at, abs=1e-9), where
             assert shared.healthy_run == ref.healthy_run, where
+            assert shared.fail_cost == pytest.approx(ref.fail_cost, abs=1e-9), where
             # The Retry-After window, anchored on each side's own clock.
             assert shared.not_before_in == pytest.approx(max(0.0, ref.not_before - now),
                                                          abs=0.05), where
+        return table
     finally:
         await b.close()
 
@@ -111,9 +114,24 @@ async def test_feedback_equals_host_table(redis_server: RedisServer, seed: int) 
 @pytest.mark.parametrize("seed", range(8))
 async def test_fast_recovery_feedback_equals_host_table(redis_server: RedisServer,
                                                         seed: int) -> None:
-    """Long mostly-healthy runs reach the probes (PROBE_EVERY) and the forgetting."""
+    """Long mostly-healthy runs reach the probes (PATIENCE x fail_cost) and the forgetting."""
     await aio(_feedback_contract(redis_server, seed, FAST_CONFIGS, steps=400,
                                  healthy=0.97 if seed % 2 else 0.8))
+
+
+async def _probe_script(server: RedisServer) -> None:
+    """A scripted run through every branch of the fast recovery: the descent, a
+    429, the hold, probes paid for by the slack, a closed bracket, forgetting."""
+    script = [Signal(200), Signal(200), Signal(429, 1.0), *[Signal(200)] * 300]
+    table = await _feedback_contract(server, 0, FAST_CONFIGS, script=script)
+    state = table.get("h")
+    assert state.fail_at < 0.5625  # forgotten below the 429's pace (0.5625 s)
+    assert state.adaptive < 0.75  # probed below the known-good pace (0.75 s)
+
+
+@pytest_twisted.ensureDeferred
+async def test_fast_recovery_probes_and_forgets_alike(redis_server: RedisServer) -> None:
+    await aio(_probe_script(redis_server))
 
 
 async def _booked_gap(server: RedisServer) -> None:

@@ -36,9 +36,9 @@ logger = logging.getLogger(__name__)
 _ON_LOSS = ("hold", "local")
 _LATENCY_ALPHA = 0.3  # HostTable's default EWMA weight
 # feedback.lua runs policy/recovery.py's arithmetic; its constants come from there.
-_RECOVERY_CONSTANTS = (_recovery.SHRINK, _recovery.CONFIRM, _recovery.PROBE_EVERY,
-                       _recovery.PROBE_STEP, _recovery.MARGIN, _recovery.FORGET_AFTER,
-                       MIN_WIDEN)
+_RECOVERY_CONSTANTS = (_recovery.SHRINK, _recovery.CONFIRM, _recovery.PATIENCE,
+                       _recovery.PROBE_SHARE, _recovery.MARGIN, _recovery.FORGET_AFTER,
+                       _recovery.FORGET_STEP, MIN_WIDEN)
 
 
 class BackendUnavailable(ConnectionError):
@@ -77,9 +77,9 @@ def _host(reply: list[Any]) -> SharedHost:
 
 def _fed_host(reply: list[Any]) -> SharedHost:
     """A feedback answer: the host plus the fast recovery's memory."""
-    fail_at, good_at, run = reply[6:9]
+    fail_at, good_at, run, cost = reply[6:10]
     return replace(_host(reply), fail_at=_f(fail_at), good_at=_f(good_at),
-                   healthy_run=int(run))
+                   healthy_run=int(run), fail_cost=_f(cost))
 
 
 def _is_zero_ip(ip: str | None) -> bool:

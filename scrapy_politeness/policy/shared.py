@@ -28,6 +28,7 @@ class SharedHost:
     fail_at: float | None = None
     good_at: float | None = None
     healthy_run: int | None = None
+    fail_cost: float | None = None
 
 
 def merge_shared(state: HostState, shared: SharedHost, now: float) -> bool:
@@ -52,6 +53,7 @@ def merge_shared(state: HostState, shared: SharedHost, now: float) -> bool:
         state.fail_at = shared.fail_at
         state.good_at = shared.good_at  # type: ignore[assignment]
         state.healthy_run = shared.healthy_run  # type: ignore[assignment]
+        state.fail_cost = shared.fail_cost  # type: ignore[assignment]
     if shared.dead and not state.dead:
         state.dead = True
         return True
