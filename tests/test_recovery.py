@@ -224,3 +224,42 @@ def test_judged_at_the_pace_the_server_saw() -> None:
     table.feedback("h", Signal(200), 4.01)
     table.feedback("h", Signal(200), 4.02)
     assert state.good_at == 1.0
+
+
+def test_a_fetch_after_an_idle_gap_proves_nothing() -> None:
+    """The gap across an idle spell or a resumed crawl is no test of the pace
+    held: it must not become the known-good pace a 429 jumps back to."""
+    table = HostTable(FAST)
+    state = table.get("h")
+    state.adaptive, state.fail_at, state.good_at, state.fail_cost = 0.5, 0.4, 0.5, 1.0
+    state.healthy_run = 1
+    table.start("h", 0.0)
+    table.start("h", 30.0)  # the host was idle 30 s
+    table.feedback("h", Signal(200), 30.01)
+    assert (state.good_at, state.healthy_run) == (0.5, 1)
+    table.start("h", 30.5)
+    table.feedback("h", Signal(200), 30.51)
+    assert (state.good_at, state.healthy_run) == (0.5, 2)  # this one ran at the pace
+    state.adaptive = 0.45
+    table.start("h", 30.95)  # a probe 0.45 s after, refused
+    table.feedback("h", Signal(429, 1.0), 30.96)
+    assert state.adaptive == 0.5  # back to 0.5 s, not to the idle 30 s
+
+
+def test_a_resumed_crawl_needs_no_fresh_429_to_relearn() -> None:
+    """The recovery memory saved with JOBDIR (persistence.py): the resumed crawl
+    holds the learnt pace from its first fetch; a crawl that forgot pays again."""
+    from scrapy_politeness import persistence
+
+    server = TokenBucket(1 / 3, retry_after=2)
+    first = HostTable(FAST)
+    before = crawl(FAST, server, 50, table=first)
+    assert before.refused() >= 1  # it learnt the pace the hard way
+    doc = persistence.snapshot(first.items(), before.starts[-1] + 0.02, 1000.0)
+    resumed = HostTable(FAST)
+    persistence.restore(resumed, doc, 0.0, 1060.0)  # a minute later
+    after = crawl(FAST, server, 50, table=resumed, now=60.0)
+    assert after.refused() == 0
+    assert after.wall <= 1.1 * 49 / 3
+    forgot = crawl(FAST, TokenBucket(1 / 3, retry_after=2), 50, now=60.0)
+    assert forgot.refused() >= 1

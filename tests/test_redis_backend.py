@@ -23,7 +23,7 @@ from redis_server import RedisServer, aio, require_redis_server
 
 from scrapy_politeness.backends import make_backend
 from scrapy_politeness.backends.redis import BackendUnavailable, RedisBackend, redact_url
-from scrapy_politeness.policy import Config, Signal
+from scrapy_politeness.policy import Config, Signal, recovery
 from scrapy_politeness.policy.tables import HostTable
 
 LOGGER = "scrapy_politeness.backends.redis"
@@ -132,6 +132,38 @@ async def _probe_script(server: RedisServer) -> None:
 @pytest_twisted.ensureDeferred
 async def test_fast_recovery_probes_and_forgets_alike(redis_server: RedisServer) -> None:
     await aio(_probe_script(redis_server))
+
+
+async def _paces(server: RedisServer) -> None:
+    """The same memory and gap on both sides give the same step: a fetch at the
+    pace held counts toward a probe, one after an idle gap proves nothing."""
+    config = Config(recovery="fast")
+    b = backend(server)
+    await b.open()
+    try:
+        client = sync_client(server)
+        for n, gap in enumerate((0.5, 0.53, 0.6, 3.0)):
+            key = f"pace{n}"
+            memory = {"adaptive": 0.5, "fail_at": 0.4, "good_at": 0.5, "run": 9,
+                      "cost": 1.0, "gap": gap}
+            client.hset(f"{b.namespace}:host:{key}", mapping=memory)
+            state = HostTable(config).get(key)
+            state.adaptive, state.fail_at, state.good_at = 0.5, 0.4, 0.5
+            state.healthy_run, state.fail_cost, state.gap = 9, 1.0, gap
+            expected = recovery.fast_step(config, state, Signal(200))
+            shared = await b.feedback(key, Signal(200), config, 5)
+            assert shared.adaptive == pytest.approx(expected, abs=1e-9), gap
+            assert (shared.healthy_run, shared.good_at) == (state.healthy_run,
+                                                             pytest.approx(state.good_at))
+        assert shared.adaptive == 0.5 and shared.healthy_run == 9  # the idle gap: held
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_fast_recovery_judges_only_fetches_at_the_pace_held(
+        redis_server: RedisServer) -> None:
+    await aio(_paces(redis_server))
 
 
 async def _booked_gap(server: RedisServer) -> None:

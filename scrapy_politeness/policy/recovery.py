@@ -46,7 +46,7 @@ from .config import Config, Signal, is_failure
 if TYPE_CHECKING:
     from .tables import HostState
 
-__all__ = ["CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE", "PROBE_SHARE",
+__all__ = ["AT_PACE", "CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE", "PROBE_SHARE",
            "SHRINK", "fast_step"]
 
 SHRINK = 0.75
@@ -64,6 +64,10 @@ in log scale: nearer the known-good end, so most probes succeed."""
 MARGIN = 1.03
 """The bracket is closed when the interval held is within 3% of ``fail_at``;
 probes never go closer than that."""
+AT_PACE = 1.1
+"""A healthy fetch whose gap exceeded the interval by more than 10% did not
+run at the pace held (an idle host, the fetch after a pause, a resumed crawl):
+it neither confirms that pace nor counts toward a probe."""
 FORGET_AFTER = 100
 """Healthy fetches held in a closed bracket before ``fail_at`` is lowered."""
 FORGET_STEP = 0.95
@@ -94,9 +98,11 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
     if config.latency_rising(signal.latency, signal.prev_latency):
         state.healthy_run = 0
         return x * config.soft_widen
+    fail_at = state.fail_at
+    if fail_at > 0 and seen > x * AT_PACE:  # an idle gap, a pause, the IP's lag after a probe
+        return x  # not a fetch at the pace held: it proves nothing about that pace
     run = state.healthy_run + 1
     state.healthy_run = run
-    fail_at = state.fail_at
     if run < CONFIRM and fail_at > 0:  # no pause yet: nothing to distrust
         return x
     state.good_at = seen

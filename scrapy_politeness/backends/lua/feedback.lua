@@ -9,6 +9,7 @@
 --       narrow latency_rise latency_min_rise dead_after alpha idle_margin
 --       recovery ('fast' or 'additive') and the fast recovery's constants:
 --       shrink confirm patience probe_share margin forget_after forget_step min_widen
+--       at_pace
 -- Returns: {adaptive, crawl_delay, not_before_in, latency, streak, dead,
 --           fail_at, good_at, healthy_run, fail_cost}
 local t = redis.call('TIME')
@@ -36,6 +37,7 @@ local margin = tonumber(ARGV[20])
 local forget_after = tonumber(ARGV[21])
 local forget_step = tonumber(ARGV[22])
 local min_widen = tonumber(ARGV[23])
+local at_pace = tonumber(ARGV[24])
 
 local function clamp(adaptive, crawl_delay)
   return host_clamp(adaptive, crawl_delay, floor, ceiling)
@@ -75,6 +77,8 @@ if recovery == 'fast' then
   elseif rising then
     run = 0
     adapted = x * soft_widen
+  elseif fail_at > 0 and seen > x * at_pace then
+    adapted = x  -- not a fetch at the pace held: it proves nothing
   else
     run = run + 1
     if run < confirm and fail_at > 0 then
