@@ -310,7 +310,8 @@ def test_a_resumed_crawl_keeps_the_learnt_pace_of_a_rate_limited_host(
                              POLITENESS_FLOOR=0.25, POLITENESS_IP_FLOOR=0.25)
     run_crawl([farm.url(host, f"/p/{i}") for i in range(15)], settings, follow=False)
     first = [a.status for a in farm.arrivals()]
-    assert 429 in first and first.count(200) == 15
+    assert 429 in first
+    assert first.count(200) == 15
     memory = json.loads((jobdir / persistence.STATE_FILE).read_text())["hosts"][host]["recovery"]
     assert 0 < memory["fail_at"] < 0.5 <= memory["good_at"] < 1.0
 
