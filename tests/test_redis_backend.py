@@ -167,6 +167,33 @@ async def test_fast_recovery_judges_only_fetches_at_the_pace_held(
     await aio(_paces(redis_server))
 
 
+async def _pushed_behind(server: RedisServer) -> None:
+    config = Config(default=0.4, floor=0.25, ceiling=10.0, recovery="fast")
+    b = backend(server)
+    await b.open()
+    try:
+        await b.reserve("r", None, config)
+        second, _ = await b.reserve("r", None, config)  # booked 0.4 s ahead
+        await b.feedback("r", Signal(429, 1.0), config, 5)  # a pause of 1 s, learnt meanwhile
+        third, shared = await b.reserve("r", None, config)  # booked for the pause's end
+        assert shared is not None
+        interval = max(shared.adaptive, config.floor)
+        await asyncio.sleep(second)  # the second booking's time comes: the pause holds it
+        extra = await b.recheck("r", None)
+        # it must not start with the third at the pause's end: behind it instead
+        assert extra >= third - second + interval - 0.02
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_booking_pushed_past_a_pause_goes_behind_later_ones(
+        redis_server: RedisServer) -> None:
+    """Two processes' bookings both held by one Retry-After must not start together
+    at its end (issue 10: three processes on Redis, a second 429 right after the pause)."""
+    await aio(_pushed_behind(redis_server))
+
+
 async def _booked_gap(server: RedisServer) -> None:
     config = Config(default=0.4, floor=0.25, ceiling=10.0, recovery="fast")
     b = backend(server)
@@ -186,6 +213,13 @@ async def _booked_gap(server: RedisServer) -> None:
             assert shared.fail_at == pytest.approx(ref.fail_at, abs=1e-6)
             assert shared.adaptive == pytest.approx(ref.adaptive, abs=1e-6)
         assert shared.fail_at == pytest.approx(0.4)  # the booked gap, not the interval (0.3)
+        # With several processes booking ahead, the host's last booked gap is
+        # another fetch's: each reservation answers its own, the outcome carries it.
+        _, booked = await b.reserve("g", None, config)
+        assert booked is not None
+        assert booked.gap == pytest.approx(max(0.4, shared.adaptive), abs=0.01)
+        own = await b.feedback("g", Signal(429, 1.0), config, 5, gap=0.9)
+        assert own.fail_at == pytest.approx(0.9)
     finally:
         await b.close()
 

@@ -221,7 +221,7 @@ class RedisBackend:
                 continue
             delay = max(0.0, _f(reply[0]))
             host = SharedHost(_f(reply[1]), _f(reply[2]), _f(reply[3]), _f(reply[4]),
-                              int(reply[5]), bool(int(reply[6])))
+                              int(reply[5]), bool(int(reply[6])), gap=_f(reply[8]))
             self._epoch = reply[7].decode()
             self._remember(key, ip, delay, host, config, slip=slip)
             return delay, host
@@ -274,12 +274,12 @@ class RedisBackend:
                     "host and %d IP bookings", len(hosts), len(ips))
 
     async def feedback(self, key: str, signal: Signal, config: Config,
-                       dead_after: int) -> SharedHost:
+                       dead_after: int, *, gap: float = 0.0) -> SharedHost:
         args = [signal.status, signal.retry_after, signal.latency, config.default,
                 config.floor, config.ceiling, config.backoff, config.soft_widen,
                 config.narrow, config.latency_rise, config.latency_min_rise,
                 dead_after, _LATENCY_ALPHA, self.idle_margin, config.recovery,
-                *_RECOVERY_CONSTANTS]
+                *_RECOVERY_CONSTANTS, gap]
         reply = await self._run("feedback", [self._key("host", key)], args)
         return _fed_host(reply)
 
@@ -305,7 +305,7 @@ class RedisBackend:
         except BackendUnavailable:
             logger.debug("politeness: late start of %s not shared (Redis down)", key)
 
-    async def recheck(self, key: str, ip: str | None) -> float:
+    async def recheck(self, key: str, ip: str | None, *, slip: float = 0.0) -> float:
         """Seconds a request booked earlier must still wait, just before its
         send, for a late start reported since (``correct_start``) or a
         Retry-After pause another process learnt since; 0 if none, or if Redis
@@ -314,7 +314,7 @@ class RedisBackend:
         if not _is_zero_ip(ip):
             keys.append(self._key("late", ip))
         try:
-            reply: Any = await self._run("recheck", keys, [self.margin])
+            reply: Any = await self._run("recheck", keys, [self.margin, slip])
         except BackendUnavailable:
             return 0.0
         return _f(reply)

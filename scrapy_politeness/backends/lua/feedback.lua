@@ -9,7 +9,7 @@
 --       narrow latency_rise latency_min_rise dead_after alpha idle_margin
 --       recovery ('fast' or 'additive') and the fast recovery's constants:
 --       shrink confirm patience probe_share margin forget_after forget_step min_widen
---       at_pace
+--       at_pace gap (the judged fetch's own booked gap; 0: the last booked one)
 -- Returns: {adaptive, crawl_delay, not_before_in, latency, streak, dead,
 --           fail_at, good_at, healthy_run, fail_cost}
 local t = redis.call('TIME')
@@ -38,6 +38,7 @@ local forget_after = tonumber(ARGV[21])
 local forget_step = tonumber(ARGV[22])
 local min_widen = tonumber(ARGV[23])
 local at_pace = tonumber(ARGV[24])
+local own_gap = tonumber(ARGV[25]) or 0
 
 local function clamp(adaptive, crawl_delay)
   return host_clamp(adaptive, crawl_delay, floor, ceiling)
@@ -50,6 +51,7 @@ local f = redis.call('HMGET', KEYS[1], 'fail_at', 'good_at', 'run', 'gap', 'cost
 local fail_at, good_at, run = tonumber(f[1]) or 0, tonumber(f[2]) or 0, tonumber(f[3]) or 0
 local gap = tonumber(f[4]) or 0  -- start-to-start before the last booked start (reserve.lua)
 local cost = tonumber(f[5]) or 0
+if own_gap > 0 then gap = own_gap end
 
 -- Config.widen: multiply, and always wider (0 x backoff is 0).
 local function widen(x)
