@@ -77,7 +77,8 @@ def test_a_probe_narrows_the_bracket_from_either_side() -> None:
     table.start("h", 0.0)
     table.start("h", 0.52)
     table.feedback("h", Signal(429, 2.0), 0.53)  # the probe failed: 0.52 is too fast
-    assert (state.fail_at, state.adaptive, state.fail_cost) == (0.52, 0.5625, 2.0)
+    # the next probe must pay for this refusal and the last one (1 s + 2 s)
+    assert (state.fail_at, state.adaptive, state.fail_cost) == (0.52, 0.5625, 3.0)
     state.adaptive, state.healthy_run = 0.54, 1
     table.start("h", 3.0)
     table.start("h", 3.54)

@@ -18,8 +18,9 @@ BBR probes for more only now and then:
 - A failure jumps straight back to ``good_at`` (known to work), or, when
   nothing wider is known to work, widens by ``backoff`` like AIMD. A
   Retry-After is a pause (the table's not-before instant), never a floor of
-  the interval. ``fail_cost`` keeps what that failure cost: its pause
-  (Retry-After), or the interval it widened to when it carried none.
+  the interval. ``fail_cost`` keeps what failing cost: the pause
+  (Retry-After), or the interval it went back to when it carried none; a
+  refused probe adds its cost to the last one, so probing after refusals gets rarer.
 - Between ``fail_at`` and the pace held, the server's limit is unknown: the
   slack may cost up to ``(x - fail_at)`` per fetch, a failed probe costs
   ``fail_cost``. Like renting skis until the rent paid equals the price, the
@@ -93,7 +94,10 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
         if state.good_at <= seen:
             state.good_at = 0.0  # the known-good pace failed: the server changed
         nxt = state.good_at if state.good_at > x else config.widen(x)
-        state.fail_cost = signal.retry_after if signal.retry_after > nxt else nxt
+        cost = signal.retry_after if signal.retry_after > nxt else nxt
+        if state.good_at > x:  # refused below the known-good pace: a probe (or the descent)
+            cost += state.fail_cost  # the next probe must pay for this one too
+        state.fail_cost = cost
         return nxt
     if config.latency_rising(signal.latency, signal.prev_latency):
         state.healthy_run = 0

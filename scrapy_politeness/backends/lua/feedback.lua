@@ -75,7 +75,9 @@ if recovery == 'fast' then
     run = 0
     if good_at <= seen then good_at = 0 end
     if good_at > x then adapted = good_at else adapted = widen(x) end
+    local paid = cost
     if retry_after > adapted then cost = retry_after else cost = adapted end
+    if good_at > x then cost = cost + paid end
   elseif rising then
     run = 0
     adapted = x * soft_widen
