@@ -13,6 +13,7 @@ wall / T* (target <= 1.25). Needs ``redis-server`` on PATH; loopback only.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import uuid
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--form", choices=("seconds", "date"), default="seconds")
     parser.add_argument("--processes", type=int, default=3)
     parser.add_argument("--recovery", choices=("fast", "additive"), default="fast")
+    parser.add_argument("--arrivals", help="write the farm's arrivals here (JSON lines)")
     args = parser.parse_args(argv)
     binary = shutil.which("redis-server")
     if binary is None:
@@ -54,7 +56,11 @@ def main(argv: list[str] | None = None) -> int:
                                      POLITENESS_RECOVERY=args.recovery,
                                      POLITENESS_NAMESPACE=f"rate:{uuid.uuid4().hex[:8]}")
             crawl_together(lists, settings)
-            j = judge(scenario, farm.arrivals())
+            arrivals = farm.arrivals()
+            j = judge(scenario, arrivals)
+            if args.arrivals:
+                Path(args.arrivals).write_text(
+                    "".join(json.dumps(a.to_dict()) + "\n" for a in arrivals), encoding="utf-8")
     finally:
         server.stop()
     share = j.n429 / j.requests if j.requests else 0.0

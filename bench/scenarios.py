@@ -246,6 +246,8 @@ def limit_drop(quick: bool) -> Scenario:
 RATE_CONFIGS = ("plugin", "plugin-additive", "autothrottle")
 RATE_GRID = {f"bucket-r{r}-ra{ra}-{form[0]}": (r, ra, form)
              for r in (1, 2, 4) for ra in (1, 2, 5) for form in ("seconds", "date")}
+# 3/s is no power of two of the 1 s start: a x0.75 (or x0.5) descent cannot land on it.
+RATE_GRID["bucket-r3-ra2-s"] = (3, 2, "seconds")
 COMPARE_SEED = ("bucket-r2-ra2-d",)  # cells also run with the seed's additive recovery
 RATE_SUBSET = ("bucket-r1-ra5-s", "bucket-r2-ra2-d", "bucket-r2-ra5-s", "bucket-r4-ra1-d")
 
@@ -261,5 +263,6 @@ SCENARIOS = {"broad": broad, "shared-ip": shared_ip, "head-of-line": head_of_lin
              "limit-drop": limit_drop,
              **{name: _grid_cell(name) for name in RATE_GRID}}
 # --only groups; a plain `python -m bench` runs the subset, not the whole grid.
-GROUPS = {"rate-grid": tuple(RATE_GRID), "rate-subset": RATE_SUBSET}
+GROUPS = {"rate-grid": tuple(RATE_GRID), "rate-subset": RATE_SUBSET,
+          "rate-r2": tuple(n for n in RATE_GRID if n.startswith(("bucket-r2", "bucket-r3")))}
 DEFAULT_SKIP = tuple(n for n in RATE_GRID if n not in RATE_SUBSET)

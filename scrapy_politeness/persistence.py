@@ -9,8 +9,14 @@ spider opens, so a host that was backed off to 8 s starts the resumed crawl at
         "example.com": {"adaptive": 8.0, "crawl_delay": 0.0, "latency": 0.12,
                         "dead": false, "ceiling_streak": 0, "parked_for": 0.0,
                         "not_before_in": 0.0, "since_last_start": 0.4,
-                        "idle_for": 0.4}},
+                        "idle_for": 0.4,
+                        "recovery": {"fail_at": 0.42, "good_at": 0.52,
+                                     "healthy_run": 7, "fail_cost": 2.0}}},
      "ips": {"203.0.113.7": 3.2}}
+
+``recovery`` (only for a host the fast recovery learnt something of) is its
+memory (policy/recovery.py): without it a resumed crawl would start the
+bracket search afresh and pay another Retry-After pause to relearn the pace.
 
 ``ips`` holds, per IP, the seconds left until it may be fetched again: a
 vhost resumed beside a backed-off neighbour must still wait out the spacing
@@ -87,6 +93,9 @@ def snapshot(hosts: Iterable[tuple[str, HostState]], now: float, wall: float,
         if math.isfinite(s.last_start):
             entry["since_last_start"] = round(max(0.0, now - s.last_start), 3)
         entry["idle_for"] = round(max(0.0, now - s.touched), 3)
+        if s.fail_at > 0 or s.good_at > 0:
+            entry["recovery"] = {"fail_at": s.fail_at, "good_at": s.good_at,
+                                 "healthy_run": s.healthy_run, "fail_cost": s.fail_cost}
         out[key] = entry
     waits = {ip: round(at - now, 3) for ip, at in ips if at > now}
     return {"version": STATE_VERSION, "saved_at": wall, "hosts": out, "ips": waits}
@@ -121,6 +130,14 @@ def _remaining_field(key: str, field: str, value: Any) -> float:
     if value == FOREVER:
         return math.inf
     return _num(key, field, value)
+
+
+def _check_recovery(key: str, memory: Any) -> None:
+    if not isinstance(memory, dict):
+        raise StateError(f"host {key!r}: recovery must be an object, got {memory!r}")
+    for field in ("fail_at", "good_at", "fail_cost"):
+        _num(key, f"recovery.{field}", memory.get(field, 0.0))
+    _num(key, "recovery.healthy_run", memory.get("healthy_run", 0), integer=True)
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -168,6 +185,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         for field in ("since_last_start", "idle_for"):
             if field in entry:
                 _num(key, field, entry[field])
+        _check_recovery(key, entry.get("recovery", {}))
     ips = doc.get("ips", {})
     if not isinstance(ips, dict):
         raise StateError(f"ips must be an object, got {ips!r}")
@@ -241,6 +259,11 @@ def restore(hosts: HostTable, document: dict[str, Any], now: float,
         state.latency = float(entry.get("latency", 0.0))
         state.ceiling_streak = int(entry.get("ceiling_streak", 0))
         state.dead = bool(entry.get("dead", False))
+        memory = entry.get("recovery", {})
+        state.fail_at = float(memory.get("fail_at", 0.0))
+        state.good_at = float(memory.get("good_at", 0.0))
+        state.healthy_run = int(memory.get("healthy_run", 0))
+        state.fail_cost = float(memory.get("fail_cost", 0.0))
         parked = _remaining_field(key, "parked_for", entry.get("parked_for", 0.0)) - elapsed
         if parked > 0:
             state.parked_until = now + parked

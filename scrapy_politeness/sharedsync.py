@@ -103,11 +103,12 @@ class SharedSync:
 
     async def _recheck(self, release: Release[Any], state: HostState,
                        loop: asyncio.AbstractEventLoop, slip: float) -> Release[Any]:
-        extra = await self.backend.recheck(release.key, release.ip)
+        extra = await self.backend.recheck(release.key, release.ip, slip=slip)
         if extra <= 0:
             return release
         self.stats.inc_value("politeness/shared/rechecked_waits")
         booked = loop.time() + extra
+        state.gap += extra  # the fetch starts that much later than its booking said
         self.slip.spend(state, release.ip, booked + slip)
         # Its booking in Redis is now early: move it first, so a booking behind
         # it rechecks against its new start (the chain stops at the first
@@ -130,7 +131,7 @@ class SharedSync:
         """Fold the outcome into the shared host without holding the response."""
         state = self.hosts.get(key)
         task = self._spawn(self.backend.feedback(key, signal, state.config,
-                                                 self.hosts.dead_after))
+                                                 self.hosts.dead_after, gap=state.gap))
         task.add_done_callback(lambda t: self._feedback_done(key, t))
 
     def _feedback_done(self, key: str, task: asyncio.Task[SharedHost]) -> None:

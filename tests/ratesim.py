@@ -54,12 +54,13 @@ class Run:
 
 
 def crawl(config: Config, server: TokenBucket, pages: int, *, latency: float = 0.01,
-          limits: dict[int, float] | None = None) -> Run:
-    """Fetch ``pages`` pages, retrying each 429 until it is served."""
-    table = HostTable(config)
+          limits: dict[int, float] | None = None, table: HostTable | None = None,
+          now: float = 0.0) -> Run:
+    """Fetch ``pages`` pages, retrying each 429 until it is served; ``table`` and
+    ``now`` continue a crawl (a resumed one) instead of starting afresh."""
+    table = HostTable(config) if table is None else table
     ips = IPTable(config.ip_floor)
     run = Run()
-    now = 0.0
     done = 0
     fetch = 0
     while done < pages:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import logging
 import math
@@ -264,3 +265,59 @@ def persistence_signal(status: int) -> Any:
     from scrapy_politeness.policy import Signal
 
     return Signal(status)
+
+
+def test_recovery_memory_round_trips(tmp_path: Path) -> None:
+    table = HostTable(Config(recovery="fast"))
+    state = table.get("api.test")
+    state.adaptive, state.fail_at, state.good_at = 0.52, 0.42, 0.52
+    state.healthy_run, state.fail_cost = 7, 5.0
+    table.get("fresh.test")
+    path = tmp_path / persistence.STATE_FILE
+    persistence.save(path, persistence.snapshot(table.items(), 10.0, 1000.0))
+    doc = persistence.load(path)
+    assert doc is not None
+    assert doc["hosts"]["api.test"]["recovery"] == {"fail_at": 0.42, "good_at": 0.52,
+                                                    "healthy_run": 7, "fail_cost": 5.0}
+    assert "recovery" not in doc["hosts"]["fresh.test"]  # nothing learnt, nothing written
+    resumed = HostTable(Config(recovery="fast"))
+    persistence.restore(resumed, doc, 0.0, 1010.0)
+    back = resumed.get("api.test")
+    assert (back.adaptive, back.fail_at, back.good_at, back.healthy_run, back.fail_cost) == (
+        0.52, 0.42, 0.52, 7, 5.0)
+
+
+@pytest.mark.parametrize("memory", [[], {"fail_at": -1.0}, {"good_at": "0.5"},
+                                    {"healthy_run": 1.5}, {"fail_cost": math.inf}])
+def test_a_bad_recovery_memory_is_refused(tmp_path: Path, memory: Any) -> None:
+    path = tmp_path / persistence.STATE_FILE
+    path.write_text(_with(("hosts", "a.test", "recovery"), memory))
+    with pytest.raises(persistence.StateError, match="recovery"):
+        persistence.load(path)
+
+
+def test_a_resumed_crawl_keeps_the_learnt_pace_of_a_rate_limited_host(
+        farm_factory: Any, tmp_path: Path) -> None:
+    """Real crawls: the first learns a 2/s token bucket's pace (a 429 and its
+    5 s pause); the resumed one starts at that pace without a 429 to relearn it."""
+    host = "bucket.farm.test"
+    spec = {"ips": ["127.0.0.2"], "hosts": {host: {
+        "ip": "127.0.0.2", "kind": "rate_limited", "rate_interval": 0.5, "burst": 1,
+        "retry_after": 5, "pages": 30}}}
+    farm = farm_factory(spec)
+    jobdir = tmp_path / "job"
+    settings = farm_settings(farm, JOBDIR=str(jobdir), POLITENESS_DEFAULT=1.0,
+                             POLITENESS_FLOOR=0.25, POLITENESS_IP_FLOOR=0.25)
+    run_crawl([farm.url(host, f"/p/{i}") for i in range(15)], settings, follow=False)
+    first = [a.status for a in farm.arrivals()]
+    assert 429 in first
+    assert first.count(200) == 15
+    memory = json.loads((jobdir / persistence.STATE_FILE).read_text())["hosts"][host]["recovery"]
+    assert 0 < memory["fail_at"] < 0.5 <= memory["good_at"] < 1.0
+
+    farm.reset()
+    run_crawl([farm.url(host, f"/p/{i}") for i in range(15, 30)], settings, follow=False)
+    second = farm.arrivals()
+    assert [a.status for a in second] == [200] * 15  # no 429 to relearn the pace
+    gaps = [b.t - a.t for a, b in itertools.pairwise(second)]
+    assert max(gaps[1:]) < 0.75  # the learnt pace from the start, not the 1 s default

@@ -23,7 +23,7 @@ from redis_server import RedisServer, aio, require_redis_server
 
 from scrapy_politeness.backends import make_backend
 from scrapy_politeness.backends.redis import BackendUnavailable, RedisBackend, redact_url
-from scrapy_politeness.policy import Config, Signal
+from scrapy_politeness.policy import Config, Signal, recovery
 from scrapy_politeness.policy.tables import HostTable
 
 LOGGER = "scrapy_politeness.backends.redis"
@@ -72,7 +72,8 @@ def random_signal(rng: random.Random, healthy: float = 0.0) -> Signal:
 
 
 async def _feedback_contract(server: RedisServer, seed: int, configs: list[Config] = CONFIGS,
-                             steps: int = 60, healthy: float = 0.0) -> None:
+                             steps: int = 60, healthy: float = 0.0,
+                             *, script: list[Signal] | None = None) -> HostTable:
     rng = random.Random(seed)
     config = configs[seed % len(configs)]
     dead_after = rng.choice([2, 3, 5])
@@ -80,8 +81,8 @@ async def _feedback_contract(server: RedisServer, seed: int, configs: list[Confi
     await b.open()
     try:
         table = HostTable(config, dead_after=dead_after)
-        for step in range(steps):
-            signal = random_signal(rng, healthy)
+        for step in range(len(script) if script else steps):
+            signal = script[step] if script else random_signal(rng, healthy)
             shared = await b.feedback("h", signal, config, dead_after)
             now = time.monotonic()
             table.feedback("h", signal, now)
@@ -94,9 +95,11 @@ async def _feedback_contract(server: RedisServer, seed: int, configs: list[Confi
             assert shared.fail_at == pytest.approx(ref.fail_at, abs=1e-9), where
             assert shared.good_at == pytest.approx(ref.good_at, abs=1e-9), where
             assert shared.healthy_run == ref.healthy_run, where
+            assert shared.fail_cost == pytest.approx(ref.fail_cost, abs=1e-9), where
             # The Retry-After window, anchored on each side's own clock.
             assert shared.not_before_in == pytest.approx(max(0.0, ref.not_before - now),
                                                          abs=0.05), where
+        return table
     finally:
         await b.close()
 
@@ -111,9 +114,89 @@ async def test_feedback_equals_host_table(redis_server: RedisServer, seed: int) 
 @pytest.mark.parametrize("seed", range(8))
 async def test_fast_recovery_feedback_equals_host_table(redis_server: RedisServer,
                                                         seed: int) -> None:
-    """Long mostly-healthy runs reach the probes (PROBE_EVERY) and the forgetting."""
+    """Long mostly-healthy runs reach the probes (PATIENCE x fail_cost) and the forgetting."""
     await aio(_feedback_contract(redis_server, seed, FAST_CONFIGS, steps=400,
                                  healthy=0.97 if seed % 2 else 0.8))
+
+
+async def _probe_script(server: RedisServer) -> None:
+    """A scripted run through every branch of the fast recovery: the descent, a
+    429, the hold, probes paid for by the slack, a closed bracket, forgetting."""
+    script = [Signal(200), Signal(200), Signal(429, 1.0), *[Signal(200)] * 300]
+    table = await _feedback_contract(server, 0, FAST_CONFIGS, script=script)
+    state = table.get("h")
+    assert state.fail_at < 0.5625  # forgotten below the 429's pace (0.5625 s)
+    assert state.adaptive < 0.75  # probed below the known-good pace (0.75 s)
+
+
+@pytest_twisted.ensureDeferred
+async def test_fast_recovery_probes_and_forgets_alike(redis_server: RedisServer) -> None:
+    await aio(_probe_script(redis_server))
+
+
+async def _paces(server: RedisServer) -> None:
+    """The same memory and gap on both sides give the same step: a fetch at the
+    pace held counts toward a probe, one after an idle gap proves nothing."""
+    config = Config(recovery="fast")
+    b = backend(server)
+    await b.open()
+    try:
+        client = sync_client(server)
+        for n, gap in enumerate((0.5, 0.53, 0.6, 3.0)):
+            key = f"pace{n}"
+            memory = {"adaptive": 0.5, "fail_at": 0.4, "good_at": 0.5, "run": 9,
+                      "cost": 1.0, "gap": gap}
+            client.hset(f"{b.namespace}:host:{key}", mapping=memory)
+            state = HostTable(config).get(key)
+            state.adaptive, state.fail_at, state.good_at = 0.5, 0.4, 0.5
+            state.healthy_run, state.fail_cost, state.gap = 9, 1.0, gap
+            expected = recovery.fast_step(config, state, Signal(200))
+            shared = await b.feedback(key, Signal(200), config, 5)
+            assert shared.adaptive == pytest.approx(expected, abs=1e-9), gap
+            assert (shared.healthy_run, shared.good_at) == (state.healthy_run,
+                                                             pytest.approx(state.good_at))
+        assert shared.adaptive == 0.5
+        assert shared.healthy_run == 9
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_fast_recovery_judges_only_fetches_at_the_pace_held(
+        redis_server: RedisServer) -> None:
+    await aio(_paces(redis_server))
+
+
+async def _pushed_behind(server: RedisServer) -> None:
+    config = Config(default=0.4, floor=0.25, ceiling=10.0, recovery="fast")
+    b = backend(server)
+    await b.open()
+    try:
+        await b.reserve("r", None, config)
+        second, _ = await b.reserve("r", None, config)  # booked 0.4 s ahead
+        await b.feedback("r", Signal(429, 1.0), config, 5)  # a pause of 1 s, learnt meanwhile
+        third, shared = await b.reserve("r", None, config)  # booked for the pause's end
+        assert shared is not None
+        interval = max(shared.adaptive, config.floor)
+        await asyncio.sleep(second)  # the second booking's time comes: the pause holds it
+        extra = await b.recheck("r", None)
+        # it must not start with the third at the pause's end: behind it instead
+        assert extra >= third - second + interval - 0.02
+        # the client reports its moved start, as after every pushed recheck ...
+        await b.correct_start("r", None, -extra, interval, interval)
+        await asyncio.sleep(max(0.0, third - second - 0.01))
+        # ... which must not hold back the third booking, now ahead of it
+        assert await b.recheck("r", None) < 0.05
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_booking_pushed_past_a_pause_goes_behind_later_ones(
+        redis_server: RedisServer) -> None:
+    """Two processes' bookings both held by one Retry-After must not start together
+    at its end (issue 10: three processes on Redis, a second 429 right after the pause)."""
+    await aio(_pushed_behind(redis_server))
 
 
 async def _booked_gap(server: RedisServer) -> None:
@@ -135,6 +218,13 @@ async def _booked_gap(server: RedisServer) -> None:
             assert shared.fail_at == pytest.approx(ref.fail_at, abs=1e-6)
             assert shared.adaptive == pytest.approx(ref.adaptive, abs=1e-6)
         assert shared.fail_at == pytest.approx(0.4)  # the booked gap, not the interval (0.3)
+        # With several processes booking ahead, the host's last booked gap is
+        # another fetch's: each reservation answers its own, the outcome carries it.
+        _, booked = await b.reserve("g", None, config)
+        assert booked is not None
+        assert booked.gap == pytest.approx(max(0.4, shared.adaptive), abs=0.01)
+        own = await b.feedback("g", Signal(429, 1.0), config, 5, gap=0.9)
+        assert own.fail_at == pytest.approx(0.9)
     finally:
         await b.close()
 

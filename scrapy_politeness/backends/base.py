@@ -36,9 +36,12 @@ class SharedBackend(Protocol):
         ...
 
     async def feedback(self, key: str, signal: Signal, config: Config,
-                       dead_after: int) -> SharedHost:
+                       dead_after: int, *, gap: float = 0.0) -> SharedHost:
         """Atomically fold one outcome into the shared host (AIMD, Retry-After,
-        latency EWMA, ceiling streak, dead flag)."""
+        latency EWMA, ceiling streak, dead flag). ``gap``: the start-to-start
+        time of the fetch this outcome is of, as its booking answered it (0:
+        the host's last booked gap, which with several processes booking
+        ahead may be another fetch's)."""
         ...
 
     async def set_crawl_delay(self, key: str, delay: float) -> None: ...
@@ -47,9 +50,11 @@ class SharedBackend(Protocol):
                             interval: float, ip_spacing: float) -> None:
         """Move the shared buckets to a start later than its booking covered."""
 
-    async def recheck(self, key: str, ip: str | None) -> float:
+    async def recheck(self, key: str, ip: str | None, *, slip: float = 0.0) -> float:
         """Seconds a booked request must still wait for a late start reported
-        after its booking (0 when none)."""
+        after its booking or a pause learnt since (0 when none); pushed, it
+        goes behind any booking made after it. ``slip``: how late after now
+        its send leaves."""
         ...
 
     def abort_waiting(self) -> None:

@@ -41,9 +41,9 @@ logger = logging.getLogger(__name__)
 _ON_LOSS = ("hold", "local")
 _LATENCY_ALPHA = 0.3  # HostTable's default EWMA weight
 # feedback.lua runs policy/recovery.py's arithmetic; its constants come from there.
-_RECOVERY_CONSTANTS = (_recovery.SHRINK, _recovery.CONFIRM, _recovery.PROBE_EVERY,
-                       _recovery.PROBE_STEP, _recovery.MARGIN, _recovery.FORGET_AFTER,
-                       MIN_WIDEN)
+_RECOVERY_CONSTANTS = (_recovery.SHRINK, _recovery.CONFIRM, _recovery.PATIENCE,
+                       _recovery.PROBE_SHARE, _recovery.MARGIN, _recovery.FORGET_AFTER,
+                       _recovery.FORGET_STEP, MIN_WIDEN, _recovery.AT_PACE)
 
 
 _SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start", "recheck")
@@ -70,9 +70,9 @@ def _host(reply: list[Any]) -> SharedHost:
 
 def _fed_host(reply: list[Any]) -> SharedHost:
     """A feedback answer: the host plus the fast recovery's memory."""
-    fail_at, good_at, run = reply[6:9]
+    fail_at, good_at, run, cost = reply[6:10]
     return replace(_host(reply), fail_at=_f(fail_at), good_at=_f(good_at),
-                   healthy_run=int(run))
+                   healthy_run=int(run), fail_cost=_f(cost))
 
 
 class RedisBackend(_RedisReseed):
@@ -191,18 +191,18 @@ class RedisBackend(_RedisReseed):
                 continue
             delay = max(0.0, _f(reply[0]))
             host = SharedHost(_f(reply[1]), _f(reply[2]), _f(reply[3]), _f(reply[4]),
-                              int(reply[5]), bool(int(reply[6])))
+                              int(reply[5]), bool(int(reply[6])), gap=_f(reply[8]))
             self._epoch = reply[7].decode()
             self._remember(key, ip, delay, host, config, slip=slip)
             return delay, host
 
     async def feedback(self, key: str, signal: Signal, config: Config,
-                       dead_after: int) -> SharedHost:
+                       dead_after: int, *, gap: float = 0.0) -> SharedHost:
         args = [signal.status, signal.retry_after, signal.latency, config.default,
                 config.floor, config.ceiling, config.backoff, config.soft_widen,
                 config.narrow, config.latency_rise, config.latency_min_rise,
                 dead_after, _LATENCY_ALPHA, self.idle_margin, config.recovery,
-                *_RECOVERY_CONSTANTS]
+                *_RECOVERY_CONSTANTS, gap]
         reply = await self._run("feedback", [self._key("host", key)], args)
         return _fed_host(reply)
 
@@ -228,7 +228,7 @@ class RedisBackend(_RedisReseed):
         except BackendUnavailable:
             logger.debug("politeness: late start of %s not shared (Redis down)", key)
 
-    async def recheck(self, key: str, ip: str | None) -> float:
+    async def recheck(self, key: str, ip: str | None, *, slip: float = 0.0) -> float:
         """Seconds a request booked earlier must still wait, just before its
         send, for a late start reported since (``correct_start``) or a
         Retry-After pause another process learnt since; 0 if none, or if Redis
@@ -237,7 +237,7 @@ class RedisBackend(_RedisReseed):
         if not _is_zero_ip(ip):
             keys.append(self._key("late", ip))
         try:
-            reply: Any = await self._run("recheck", keys, [self.margin])
+            reply: Any = await self._run("recheck", keys, [self.margin, slip])
         except BackendUnavailable:
             return 0.0
         return _f(reply)

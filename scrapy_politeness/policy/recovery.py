@@ -13,16 +13,25 @@ BBR probes for more only now and then:
 - ``fail_at``: the pace (start-to-start time the server saw) of the last
   failure; ``good_at``: the pace of the last healthy fetch, once something
   failed only when confirmed (``CONFIRM`` healthy fetches in a row).
-- Far above any failure (or nothing failed yet): each healthy fetch shrinks
-  the interval by ``SHRINK`` (1 s reaches the 0.25 s floor in 5 fetches, not 15).
+- Nothing failed yet: each healthy fetch shrinks the interval by ``SHRINK``
+  (1 s reaches the 0.25 s floor in 5 fetches, not 15).
 - A failure jumps straight back to ``good_at`` (known to work), or, when
   nothing wider is known to work, widens by ``backoff`` like AIMD. A
   Retry-After is a pause (the table's not-before instant), never a floor of
-  the interval.
-- At the known-good pace the host holds; after ``PROBE_EVERY`` healthy
-  fetches it probes ``PROBE_STEP`` lower, never closer than ``MARGIN`` above
-  ``fail_at``; once no probe fits it stays there (``FORGET_AFTER`` healthy
-  fetches later it forgets a little of ``fail_at``, in case the server sped up).
+  the interval. ``fail_cost`` keeps what failing cost: the pause
+  (Retry-After), or the interval it went back to when it carried none; a
+  refused probe adds its cost to the last one, so probing after refusals gets rarer.
+- Between ``fail_at`` and the pace held, the server's limit is unknown: the
+  slack may cost up to ``(x - fail_at)`` per fetch, a failed probe costs
+  ``fail_cost``. Like renting skis until the rent paid equals the price, the
+  host holds until ``healthy_run x (x - fail_at)`` reaches ``fail_cost``
+  (``PATIENCE`` times), then probes ``PROBE_SHARE`` of the way (in log scale)
+  toward ``fail_at``: a success narrows the bracket from above, a failure
+  from below. A cheap pause (``Retry-After: 1``) probes soon, a dear one
+  (``Retry-After: 5``) late or never in a short crawl.
+- Once the bracket is narrower than ``MARGIN`` the host holds; ``FORGET_AFTER``
+  healthy fetches later ``fail_at`` is lowered by ``FORGET_STEP``, which opens
+  the bracket again (a server that got faster is found again, rarely).
 
 Fetch counts and the recorded gap, no clock: the Redis backend
 (``feedback.lua``, with the gap booked by ``reserve.lua``) runs the same
@@ -38,28 +47,38 @@ from .config import Config, Signal, is_failure
 if TYPE_CHECKING:
     from .tables import HostState
 
-__all__ = ["CONFIRM", "FORGET_AFTER", "MARGIN", "PROBE_EVERY", "PROBE_STEP", "SHRINK",
-           "fast_step"]
+__all__ = ["AT_PACE", "CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE", "PROBE_SHARE",
+           "SHRINK", "fast_step"]
 
 SHRINK = 0.75
 """Descent per confirmed healthy fetch while no failure is known."""
 CONFIRM = 2
 """Consecutive healthy fetches that confirm an interval once something failed
 (the first fetch after a pause always passes a token bucket: it proves nothing)."""
-PROBE_EVERY = 64
-"""Healthy fetches at the known-good interval before probing lower."""
-PROBE_STEP = 0.95
-"""A probe asks for 5% less than the known-good interval."""
+PATIENCE = 1.0
+"""Probe once the slack held could have cost this many failed probes
+(``healthy_run x (interval - fail_at) >= PATIENCE x fail_cost``): the
+break-even of the ski-rental problem."""
+PROBE_SHARE = 0.3
+"""A probe goes this share of the way from the interval held to ``fail_at``,
+in log scale: nearer the known-good end, so most probes succeed."""
 MARGIN = 1.03
-"""Probes stay at least 3% above the interval that failed."""
+"""The bracket is closed when the interval held is within 3% of ``fail_at``;
+probes never go closer than that."""
+AT_PACE = 1.1
+"""A healthy fetch whose gap exceeded the interval by more than 10% did not
+run at the pace held (an idle host, the fetch after a pause, a resumed crawl):
+it neither confirms that pace nor counts toward a probe."""
 FORGET_AFTER = 100
-"""Healthy fetches held without a probe before ``fail_at`` is lowered by
-``PROBE_STEP`` (a server that got faster is found again, rarely)."""
+"""Healthy fetches held in a closed bracket before ``fail_at`` is lowered."""
+FORGET_STEP = 0.95
+"""How much of ``fail_at`` is forgotten then (a server that got faster)."""
 
 
 def fast_step(config: Config, state: HostState, signal: Signal) -> float:
     """The next interval (unclamped) of ``state`` after ``signal``; updates the
-    controller's fields of ``state`` (``fail_at``, ``good_at``, ``healthy_run``).
+    controller's fields of ``state`` (``fail_at``, ``good_at``, ``healthy_run``,
+    ``fail_cost``).
 
     ``state.adaptive`` must be the stored (clamped) interval; ``signal`` carries
     the host's previous smoothed latency in ``prev_latency``. What failed or
@@ -74,25 +93,34 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
         state.healthy_run = 0
         if state.good_at <= seen:
             state.good_at = 0.0  # the known-good pace failed: the server changed
-        return state.good_at if state.good_at > x else config.widen(x)
+        nxt = state.good_at if state.good_at > x else config.widen(x)
+        cost = signal.retry_after if signal.retry_after > nxt else nxt
+        if state.good_at > x:  # refused below the known-good pace: a probe (or the descent)
+            cost += state.fail_cost  # the next probe must pay for this one too
+        state.fail_cost = cost
+        return nxt
     if config.latency_rising(signal.latency, signal.prev_latency):
         state.healthy_run = 0
         return x * config.soft_widen
+    fail_at = state.fail_at
+    if fail_at > 0 and seen > x * AT_PACE:  # an idle gap, a pause, the IP's lag after a probe
+        return x  # not a fetch at the pace held: it proves nothing about that pace
     run = state.healthy_run + 1
     state.healthy_run = run
-    fail_at = state.fail_at
     if run < CONFIRM and fail_at > 0:  # no pause yet: nothing to distrust
         return x
     state.good_at = seen
-    if fail_at <= 0 or x * SHRINK >= fail_at * MARGIN:  # far above any failure: descend
+    if fail_at <= 0:  # nothing failed yet: descend
         state.healthy_run = CONFIRM - 1  # the next healthy fetch confirms the new pace
         return x * SHRINK
-    if x * PROBE_STEP >= fail_at * MARGIN:  # near the failure: probe, rarely
-        if run >= PROBE_EVERY:
+    closest = fail_at * MARGIN
+    if x <= closest:  # a closed bracket: hold, forget slowly
+        if run >= FORGET_AFTER:
+            state.fail_at = fail_at * FORGET_STEP
             state.healthy_run = CONFIRM - 1
-            return x * PROBE_STEP
         return x
-    if run >= FORGET_AFTER:  # nothing fits between us and the failure: hold, forget slowly
-        state.fail_at = fail_at * PROBE_STEP
+    if run * (x - fail_at) >= PATIENCE * state.fail_cost:  # the slack paid for a probe
         state.healthy_run = CONFIRM - 1
+        probe = x * (fail_at / x) ** PROBE_SHARE
+        return probe if probe > closest else closest
     return x

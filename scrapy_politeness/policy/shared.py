@@ -28,6 +28,10 @@ class SharedHost:
     fail_at: float | None = None
     good_at: float | None = None
     healthy_run: int | None = None
+    fail_cost: float | None = None
+    # A reservation's own start-to-start gap (the pace the server will see for
+    # that fetch); None in a feedback answer.
+    gap: float | None = None
 
 
 def merge_shared(state: HostState, shared: SharedHost, now: float) -> bool:
@@ -52,6 +56,9 @@ def merge_shared(state: HostState, shared: SharedHost, now: float) -> bool:
         state.fail_at = shared.fail_at
         state.good_at = shared.good_at  # type: ignore[assignment]
         state.healthy_run = shared.healthy_run  # type: ignore[assignment]
+        state.fail_cost = shared.fail_cost  # type: ignore[assignment]
+    if shared.gap is not None and shared.gap > 0:
+        state.gap = shared.gap  # the fetch about to start is judged at its booked pace
     if shared.dead and not state.dead:
         state.dead = True
         return True

@@ -122,6 +122,7 @@ class HostState:
     good_at: float = 0.0
     healthy_run: int = 0
     gap: float = 0.0  # start-to-start time before the last start (0: none yet)
+    fail_cost: float = 0.0  # what the last failure cost (its pause), seconds
 
     def interval(self) -> float:
         """The clamped interval in force now."""

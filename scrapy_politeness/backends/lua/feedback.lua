@@ -8,9 +8,10 @@
 -- ARGV: status retry_after latency default floor ceiling backoff soft_widen
 --       narrow latency_rise latency_min_rise dead_after alpha idle_margin
 --       recovery ('fast' or 'additive') and the fast recovery's constants:
---       shrink confirm probe_every probe_step margin forget_after min_widen
+--       shrink confirm patience probe_share margin forget_after forget_step min_widen
+--       at_pace gap (the judged fetch's own booked gap; 0: the last booked one)
 -- Returns: {adaptive, crawl_delay, not_before_in, latency, streak, dead,
---           fail_at, good_at, healthy_run}
+--           fail_at, good_at, healthy_run, fail_cost}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local status = tonumber(ARGV[1])
@@ -30,11 +31,14 @@ local idle = tonumber(ARGV[14])
 local recovery = ARGV[15]
 local shrink = tonumber(ARGV[16])
 local confirm = tonumber(ARGV[17])
-local probe_every = tonumber(ARGV[18])
-local probe_step = tonumber(ARGV[19])
+local patience = tonumber(ARGV[18])
+local probe_share = tonumber(ARGV[19])
 local margin = tonumber(ARGV[20])
 local forget_after = tonumber(ARGV[21])
-local min_widen = tonumber(ARGV[22])
+local forget_step = tonumber(ARGV[22])
+local min_widen = tonumber(ARGV[23])
+local at_pace = tonumber(ARGV[24])
+local own_gap = tonumber(ARGV[25]) or 0
 
 local function clamp(adaptive, crawl_delay)
   return host_clamp(adaptive, crawl_delay, floor, ceiling)
@@ -43,9 +47,11 @@ end
 local adaptive, crawl_delay, last_start, not_before, prev, streak, dead =
   read_host(KEYS[1], default)
 
-local f = redis.call('HMGET', KEYS[1], 'fail_at', 'good_at', 'run', 'gap')
+local f = redis.call('HMGET', KEYS[1], 'fail_at', 'good_at', 'run', 'gap', 'cost')
 local fail_at, good_at, run = tonumber(f[1]) or 0, tonumber(f[2]) or 0, tonumber(f[3]) or 0
 local gap = tonumber(f[4]) or 0  -- start-to-start before the last booked start (reserve.lua)
+local cost = tonumber(f[5]) or 0
+if own_gap > 0 then gap = own_gap end
 
 -- Config.widen: multiply, and always wider (0 x backoff is 0).
 local function widen(x)
@@ -69,23 +75,32 @@ if recovery == 'fast' then
     run = 0
     if good_at <= seen then good_at = 0 end
     if good_at > x then adapted = good_at else adapted = widen(x) end
+    local paid = cost
+    if retry_after > adapted then cost = retry_after else cost = adapted end
+    if good_at > x then cost = cost + paid end
   elseif rising then
     run = 0
     adapted = x * soft_widen
+  elseif fail_at > 0 and seen > x * at_pace then
+    adapted = x  -- not a fetch at the pace held: it proves nothing
   else
     run = run + 1
     if run < confirm and fail_at > 0 then
       adapted = x
     else
       good_at = seen
-      if fail_at <= 0 or x * shrink >= fail_at * margin then
+      local closest = fail_at * margin
+      if fail_at <= 0 then
         run = confirm - 1
         adapted = x * shrink
-      elseif x * probe_step >= fail_at * margin then
-        if run >= probe_every then run = confirm - 1; adapted = x * probe_step
-        else adapted = x end
+      elseif x <= closest then
+        if run >= forget_after then fail_at = fail_at * forget_step; run = confirm - 1 end
+        adapted = x
+      elseif run * (x - fail_at) >= patience * cost then
+        run = confirm - 1
+        adapted = x * (fail_at / x) ^ probe_share
+        if adapted <= closest then adapted = closest end
       else
-        if run >= forget_after then fail_at = fail_at * probe_step; run = confirm - 1 end
         adapted = x
       end
     end
@@ -112,7 +127,7 @@ if dead == 0 and streak >= dead_after then dead = 1 end
 
 redis.call('HSET', KEYS[1], 'adaptive', fmt(adaptive), 'not_before', fmt(not_before),
            'latency', fmt(prev), 'streak', streak, 'dead', dead,
-           'fail_at', fmt(fail_at), 'good_at', fmt(good_at), 'run', run)
+           'fail_at', fmt(fail_at), 'good_at', fmt(good_at), 'run', run, 'cost', fmt(cost))
 local keep = ceiling
 if crawl_delay > keep then keep = crawl_delay end
 if not_before - now > keep then keep = not_before - now end
@@ -125,4 +140,4 @@ redis.call('PEXPIRE', KEYS[1], math.ceil((keep + idle) * 1000))
 local nb_in = not_before - now
 if nb_in < 0 then nb_in = 0 end
 return {fmt(adaptive), fmt(crawl_delay), fmt(nb_in), fmt(prev), streak, dead,
-        fmt(fail_at), fmt(good_at), run}
+        fmt(fail_at), fmt(good_at), run, fmt(cost)}

@@ -9,7 +9,8 @@
 --       epoch (the client's, '' at first) new_epoch grace
 --       crawl_delay (the client's: the larger one is kept, a restart forgets it)
 --       slip (how late after its booked start the client expects to send)
--- Returns: {delay, adaptive, crawl_delay, not_before_in, latency, streak, dead, epoch},
+-- Returns: {delay, adaptive, crawl_delay, not_before_in, latency, streak, dead, epoch, gap}
+--          (gap: this booking's start-to-start time, 0 for a host's first),
 --          or {'resync', epoch}, or {'wait', seconds, epoch} (nothing booked)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
@@ -71,7 +72,11 @@ end
 local sent = start + slip
 redis.call('HSET', KEYS[1], 'last_start', fmt(sent), 'crawl_delay', fmt(crawl_delay))
 -- The pace the server sees, for the fast recovery (feedback.lua).
-if last_start then redis.call('HSET', KEYS[1], 'gap', fmt(sent - last_start)) end
+local gap = 0
+if last_start then
+  gap = sent - last_start
+  redis.call('HSET', KEYS[1], 'gap', fmt(gap))
+end
 local keep = ceiling
 if crawl_delay > keep then keep = crawl_delay end
 if not_before - now > keep then keep = not_before - now end
@@ -95,4 +100,4 @@ if redis.call('PTTL', KEYS[2]) < want then redis.call('PEXPIRE', KEYS[2], want) 
 local nb_in = not_before - now
 if nb_in < 0 then nb_in = 0 end
 return {fmt(start - now), fmt(adaptive), fmt(crawl_delay), fmt(nb_in), fmt(latency),
-        streak, dead, epoch}
+        streak, dead, epoch, fmt(gap)}
