@@ -74,21 +74,31 @@ def test_three_processes_fetch_every_url_once_within_one_budget(
     assert sum(bool(i["booked"]) for i in fleet.items) >= len(urls) - len(SPEC["hosts"])
 
 
+def _late_fleet(farm_factory: Any, redis_server: RedisServer, *,
+                after_politeness: bool) -> tuple[Any, list[str]]:
+    """Three processes where every even page is held 80 ms (``tests/late_send.py``)
+    after the politeness middleware (960: the send slips) or before it (940:
+    the request reaches the gate late); every URL once, no short gap."""
+    farm = farm_factory(SPEC)
+    urls = all_urls(farm, per_host=8)
+    seed(redis_server.url, urls)
+    priority = 960 if after_politeness else 940
+    fleet = run_fleet(fleet_settings(
+        farm, redis_server, DOWNLOADER_MIDDLEWARES={"late_send.LateSend": priority}))
+    assert fleet.codes == [0, 0, 0], fleet.logs
+    arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
+    assert fetched(farm) == wanted(urls)
+    assert count_violations(arrivals) == (0, 0), describe_violations(arrivals)
+    return fleet, urls
+
+
 def test_a_booked_request_sent_late_spaces_the_next_pop_of_every_process(
         farm_factory: Any, redis_server: RedisServer) -> None:
     """The send slips after the gate's release (here: 80 ms for every even page,
     after the politeness middleware): the pop of another process must space
     from the real start, not from the booked one, as ``reserve`` does."""
-    farm = farm_factory(SPEC)
-    urls = all_urls(farm, per_host=8)
-    seed(redis_server.url, urls)
-    fleet = run_fleet(fleet_settings(
-        farm, redis_server, DOWNLOADER_MIDDLEWARES={"late_send.LateSend": 960}))
-    assert fleet.codes == [0, 0, 0], fleet.logs
-    arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
-    assert fetched(farm) == wanted(urls)
+    fleet, urls = _late_fleet(farm_factory, redis_server, after_politeness=True)
     assert sum(bool(i["booked"]) for i in fleet.items) >= len(urls) - len(SPEC["hosts"])
-    assert count_violations(arrivals) == (0, 0), describe_violations(arrivals)
 
 
 def _stat(logs: list[str], name: str) -> int:
@@ -101,15 +111,7 @@ def test_a_booked_request_that_reaches_the_gate_late_goes_and_is_reported(
     (about 30-80 ms after its booked start): within the allowance it is sent
     at once and its real start pushed to the shared buckets, instead of being
     booked afresh (a second slot spent); no gap gets short either way."""
-    farm = farm_factory(SPEC)
-    urls = all_urls(farm, per_host=8)
-    seed(redis_server.url, urls)
-    fleet = run_fleet(fleet_settings(
-        farm, redis_server, DOWNLOADER_MIDDLEWARES={"late_send.LateSend": 940}))
-    assert fleet.codes == [0, 0, 0], fleet.logs
-    arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
-    assert fetched(farm) == wanted(urls)
-    assert count_violations(arrivals) == (0, 0), describe_violations(arrivals)
+    fleet, _urls = _late_fleet(farm_factory, redis_server, after_politeness=False)
     late, rebooked = _stat(fleet.logs, "frontier/sent_late"), _stat(fleet.logs, "frontier/rebooked")
     assert late > 0
     assert rebooked < late
