@@ -82,10 +82,15 @@ def run_dns_faults(quick: bool) -> list[str]:
             dns_errors = sum(v for k, v in stats.items()
                              if k.startswith("downloader/exception_type_count/")
                              and any(n in k for n in ("DNSLookup", "NotResolved", "Resolve")))
-            backoffs = sum(v for k, v in stats.items() if k.startswith("politeness/backoff/"))
+            causes = {k.rsplit("/", 1)[1]: v for k, v in stats.items()
+                      if k.startswith("politeness/backoff/")}
+            backoffs = f"{sum(causes.values())}" + (
+                " (" + ", ".join(f"{c} {n}" for c, n in sorted(causes.items())) + ")"
+                if causes else "")
             wall = float(run.result["crawl_wall"])
             progress(f"  closed after {wall:.2f} s (bound {bound:.2f} s), host/IP violations "
-                     f"{j.host_viol}/{j.ip_viol}, healthy URLs {j.urls_ok}/{j.urls}")
+                     f"{j.host_viol}/{j.ip_viol}, healthy URLs {j.urls_ok}/{j.urls}, "
+                     f"backoffs {backoffs}")
             rows.append(
                 f"| {config} | {wall:.2f} | {bound:.2f} | {wall / bound:.2f} | {j.host_viol} "
                 f"| {j.ip_viol} | {j.urls_ok}/{j.urls} | {dns_errors} "
