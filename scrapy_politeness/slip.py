@@ -65,13 +65,13 @@ class SendSlip:
         if state.interval() > 0 or self.ips.floor > 0:
             self.ips.spend(ip, at, state.ip_interval())
 
-    def sent(self, dispatch: Dispatch, now: float, state: HostState | None = None) -> None:
-        """Remember a send, so a stall that holds it can move it, and what it spent,
-        so its answer can tell whether anything spent the buckets since."""
-        if state is None:
-            state = self.hosts.peek(dispatch.key)
-        dispatch.spent = math.nan if state is None else state.last_start
-        dispatch.ip_next = self.ips.eligible_at(dispatch.ip)
+    def sent(self, dispatch: Dispatch, now: float, state: HostState) -> None:
+        """Remember a send, so a stall that holds it can move it, and (without a
+        shared backend) what it spent, so its answer can tell whether anything
+        spent the buckets since."""
+        if self.shared is None:
+            dispatch.spent = state.last_start
+            dispatch.ip_next = self.ips.eligible_at(dispatch.ip)
         self.recent.add(dispatch, now + 2.0 * self.lag)
 
     def respend(self, release: Release[Any], now: float) -> None:
@@ -132,15 +132,17 @@ class SendSlip:
         state = self.hosts.peek(dispatch.key)
         if state is None:
             return
-        host_mine = state.last_start == dispatch.spent
-        ip_mine = self.ips.eligible_at(dispatch.ip) == dispatch.ip_next
         usual = state.latency  # the smoothed latency of the earlier fetches (0: none yet)
         arrived = now - (usual if usual < latency else latency)
-        self.spend(state, dispatch.ip, arrived)
         if self.shared is not None:
+            self.spend(state, dispatch.ip, arrived)
             if arrived - dispatch.at > dispatch.covered:
                 self.shared.late_start(dispatch, state, now - arrived)
             return
+        # Whether anything else spent the buckets since the send: asked before our own spend.
+        host_mine = state.last_start == dispatch.spent
+        ip_mine = self.ips.eligible_at(dispatch.ip) == dispatch.ip_next
+        self.spend(state, dispatch.ip, arrived)
         self._bound_by_answer(dispatch, state, now, host_mine=host_mine, ip_mine=ip_mine)
 
     def _bound_by_answer(self, dispatch: Dispatch, state: HostState, now: float, *,
@@ -160,4 +162,4 @@ class SendSlip:
         if host_mine and state.interval() > 0 and at < state.last_start:
             state.last_start = at
         if ip_mine and (state.interval() > 0 or self.ips.floor > 0):
-            self.ips.lower(dispatch.ip, self.ips.eligible_at(dispatch.ip), at, state.ip_interval())
+            self.ips.lower(dispatch.ip, at, state.ip_interval())

@@ -58,18 +58,19 @@ class IPTable:
         if nxt > cur:
             self._next[ip] = nxt  # type: ignore[index]
 
-    def lower(self, ip: str | None, was: float, now: float, interval: float) -> None:
-        """Move ``ip``'s next-eligible back to ``now + max(floor, interval)`` if it is
-        still ``was`` (nothing spent it since) and that is sooner.
+    def lower(self, ip: str | None, now: float, interval: float) -> None:
+        """Move ``ip``'s next-eligible back to ``now + max(floor, interval)`` if that
+        is sooner.
 
-        The one way back: the caller learnt the fetch it spent for reached the
-        server no later than ``now`` (its answer came back).
+        The one way back, for a caller that learnt the fetch it spent for reached
+        the server no later than ``now`` (its answer came back) and that nothing
+        else spent the IP since.
         """
         if _is_zero_ip(ip):
             return
         spacing = interval if interval > self.floor else self.floor
         nxt = now + spacing
-        if self._next.get(ip, 0.0) == was and nxt < was:  # type: ignore[arg-type]
+        if nxt < self._next.get(ip, 0.0):  # type: ignore[arg-type]
             self._next[ip] = nxt  # type: ignore[index]
 
     def items(self) -> list[tuple[str, float]]:
