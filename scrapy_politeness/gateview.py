@@ -66,12 +66,10 @@ class GateView:
     def hint(self, request: Request) -> Hint | None:
         """The gate's view of ``request`` without waiting (no DNS query: an
         uncached name has no IP yet). None for requests the gate ignores."""
-        parsed = urlparse_cached(request)
-        hostname = parsed.hostname
-        if parsed.scheme not in NETWORK_SCHEMES or not hostname or bypasses(request.meta):
+        key = self.queue_key(request)
+        if key == IGNORED:
             return None
-        return self.hint_for(bucket_of(request.meta, strict=False) or self.keys.key(hostname),
-                             hostname)
+        return self.hint_for(key, urlparse_cached(request).hostname)  # type: ignore[arg-type]
 
     def hint_for(self, key: str, hostname: str) -> Hint:
         """:meth:`hint` for a request of host key ``key`` to ``hostname``: what the

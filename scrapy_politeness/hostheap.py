@@ -17,8 +17,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from scrapy.pqueues import ScrapyPriorityQueue
@@ -140,10 +140,12 @@ class HostHeap:
         """An idle ``key`` got a request again."""
         del self.idle[key]
 
-    def expired(self, now: float) -> list[str]:
+    def expired(self, now: float) -> Sequence[str]:
         """Idle keys to drop now (idle longer than ``IDLE_KEEP``, or too many idle)."""
         idle = self.idle
         cutoff = now - IDLE_KEEP
+        if len(idle) <= IDLE_MAX and next(iter(idle.values())) > cutoff:
+            return ()  # the oldest is still fresh: the usual answer, with no list built
         out: list[str] = []
         for key, since in idle.items():
             if since > cutoff and len(idle) - len(out) <= IDLE_MAX:
@@ -162,7 +164,3 @@ class HostHeap:
         self.hosts.clear()
         self.heap.clear()
         self.idle.clear()
-
-    def live(self) -> Any:
-        """(key, entry) of every host that holds requests."""
-        return ((k, h) for k, h in self.hosts.items() if k not in self.idle)

@@ -246,7 +246,7 @@ class PolitenessAwarePriorityQueue:
             return now
         hostname = urlparse_cached(request).hostname
         hint = host.hint  # from settle's fresh estimate, at this same instant
-        if hint is None or hint.key != key or hostname != host.hostname:
+        if hint is None or hostname != host.hostname:
             hint = self._mw.hint(request)  # type: ignore[union-attr]
             if hint is None:
                 return now

@@ -576,3 +576,19 @@ def test_a_host_that_empties_keeps_its_queue_for_a_while(
     assert [r.url for r in drain(q)] == [url("a.test", 9)]
     assert q.close() == {}
     assert not any((tmp_path / "q").iterdir())
+
+
+def test_no_more_than_idle_max_hosts_are_kept(mw: PolitenessMiddleware, clock: Clock,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``IDLE_MAX`` emptied hosts, the oldest are closed even while fresh."""
+    from scrapy_politeness import hostheap
+
+    monkeypatch.setattr(hostheap, "IDLE_MAX", 2)
+    q = _queue(mw.crawler)
+    hosts = [f"h{n}.test" for n in range(4)]
+    for host in hosts:  # each empties in turn: four idle, oldest first
+        q.push(Request(url(host)))
+        assert take(q) is not None
+    assert q.pop() is None  # nothing pending; the idle hosts are trimmed on the way
+    assert list(q._index.idle) == hosts[-2:]
+    assert set(q._index.hosts) == set(hosts[-2:])
