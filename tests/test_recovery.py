@@ -247,6 +247,29 @@ def test_a_fetch_after_an_idle_gap_proves_nothing() -> None:
     assert state.adaptive == 0.5  # back to 0.5 s, not to the idle 30 s
 
 
+def test_a_failure_after_an_idle_gap_is_a_failure_at_the_pace_held() -> None:
+    """One failed fetch after an idle spell must not record the idle gap as the
+    failing pace: the bracket would count as closed far above the server's pace
+    and the host would hold there for good."""
+    table = HostTable(FAST)
+    state = table.get("h")
+    t = 0.0
+    for _ in range(10):  # settles at the floor
+        table.start("h", t)
+        table.feedback("h", Signal(200), t + 0.01)
+        t += state.interval()
+    held = state.interval()
+    t += 30.0  # idle
+    table.start("h", t)
+    table.feedback("h", Signal(0), t + 0.01)  # a transport error
+    assert state.fail_at == pytest.approx(held)
+    for _ in range(40):
+        t += state.interval()
+        table.start("h", t)
+        table.feedback("h", Signal(200), t + 0.01)
+    assert state.interval() < 1.5 * held  # it came back (the idle gap as fail_at held it at 2x)
+
+
 def test_a_resumed_crawl_needs_no_fresh_429_to_relearn() -> None:
     """The recovery memory saved with JOBDIR (persistence.py): the resumed crawl
     holds the learnt pace from its first fetch; a crawl that forgot pays again."""

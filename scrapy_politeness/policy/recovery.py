@@ -89,6 +89,10 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
     x = state.adaptive
     seen = state.gap if state.gap > 0 else x
     if is_failure(signal.status):
+        # Past what the descent's lag explains (the gap trails a x SHRINK step by
+        # one fetch), the gap was idle time: it failed at the pace held.
+        if seen * SHRINK > x * AT_PACE:
+            seen = x
         state.fail_at = seen
         state.healthy_run = 0
         if state.good_at <= seen:

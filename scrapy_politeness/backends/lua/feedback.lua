@@ -71,6 +71,7 @@ if recovery == 'fast' then
   local seen = x
   if gap > 0 then seen = gap end
   if failed then
+    if seen * shrink > x * at_pace then seen = x end  -- idle time, not the descent's lag
     fail_at = seen
     run = 0
     if good_at <= seen then good_at = 0 end
