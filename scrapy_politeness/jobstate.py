@@ -40,16 +40,15 @@ class JobState:
         self.idle_ttl = settings.idle_ttl
         self.unclean: tuple[str, str, str] | None = None  # what inspect() found
 
-    def inspect(self) -> tuple[str, str, str] | None:
-        """(JOBDIR, evidence, what was done) when the last run left it unclean.
+    def inspect(self) -> None:
+        """Find out whether the last run left the JOBDIR unclean (``unclean``:
+        JOBDIR, evidence, what was done); :meth:`restore` warns of it.
 
         Must run before the scheduler opens the JOBDIR: the middleware is built
         before it, so the middleware calls this from its constructor."""
-        if self.directory is None:
-            return None
-        ours = persistence.STATE_FILE if self.path is not None else None
-        self.unclean = jobdir.inspect_at_start(self.directory, ours)
-        return self.unclean
+        if self.directory is not None:
+            ours = persistence.STATE_FILE if self.path is not None else None
+            self.unclean = jobdir.inspect_at_start(self.directory, ours)
 
     def restore(self, hosts: HostTable, ips: IPTable, now: float, stats: StatsCollector,
                 trace: TraceWriter | None) -> None:

@@ -54,7 +54,6 @@ class RobotsPrefetch:
         self.crawler = crawler
         self.stats = stats
         self.limit = max(1, limit)
-        self.running = 0
         self.closed = False
         self._robots: RobotsTxtMiddleware | None = None
         self._offsite: OffsiteMiddleware | None = None
@@ -120,7 +119,7 @@ class RobotsPrefetch:
 
     def _start(self) -> None:
         robots = self._middleware()
-        while robots is not None and self._pending and self.running < self.limit \
+        while robots is not None and self._pending and len(self._tasks) < self.limit \
                 and not self.closed:
             request = self._pending.popleft()
             # One fetch per netloc, shared with the page's own wait. A coroutine in
@@ -132,14 +131,12 @@ class RobotsPrefetch:
                 future = asyncio.ensure_future(parser)
             else:  # already parsed: nothing to wait for
                 continue
-            self.running += 1
             self.stats.inc_value("politeness/robots/prefetched")
             self._tasks.add(future)
             future.add_done_callback(self._done)
 
     def _done(self, future: asyncio.Future[Any]) -> None:
         self._tasks.discard(future)
-        self.running -= 1
         if not future.cancelled() and future.exception() is not None:
             # RobotsTxtMiddleware logs its own download errors; this is anything else.
             logger.debug("politeness: robots.txt prefetch failed: %r", future.exception())

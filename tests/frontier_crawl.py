@@ -95,7 +95,6 @@ class CommandCounter:
 
         parts = urlsplit(redis_url)
         self.counts: collections.Counter[str] = collections.Counter()
-        self.scripts: collections.Counter[str] = collections.Counter()  # EVALSHA by SHA1
         self._sock = socket.create_connection((parts.hostname, parts.port or 6379))
         self._sock.sendall(b"MONITOR\r\n")
         self._buf = b""
@@ -121,11 +120,9 @@ class CommandCounter:
                 head, _, rest = line.partition(b"] ")
                 if head.endswith(b" lua") or not rest.startswith(b'"'):
                     continue
-                name, _, args = rest[1:].partition(b'"')
+                name = rest[1:].partition(b'"')[0]
                 command = name.decode().upper()
                 self.counts[command] += 1
-                if command == "EVALSHA":
-                    self.scripts[args[2:42].decode()] += 1
             if self._stop:
                 return
 

@@ -114,7 +114,7 @@ def test_a_booked_request_that_reaches_the_gate_late_goes_and_is_reported(
     fleet, _urls = _late_fleet(farm_factory, redis_server, after_politeness=False)
     late, rebooked = _stat(fleet.logs, "frontier/sent_late"), _stat(fleet.logs, "frontier/rebooked")
     assert late > 0
-    assert rebooked < late
+    assert rebooked * 10 <= late  # all but a few go at once instead of being booked again
 
 
 def _pid_of(log: Path) -> str | None:

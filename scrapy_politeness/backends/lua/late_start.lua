@@ -19,7 +19,7 @@ if not tonumber(h[1]) or started > tonumber(h[1]) then
   redis.call('HSET', KEYS[1], 'last_start', fmt(started))
 end
 if late_news and (not tonumber(h[2]) or host_next > tonumber(h[2])) then
-  redis.call('HSET', KEYS[1], 'late_next', fmt(host_next), 'late_from', fmt(started))
+  redis.call('HSET', KEYS[1], 'late_next', fmt(host_next))
 end
 local want = math.ceil((host_next - now + idle) * 1000)
 if redis.call('PTTL', KEYS[1]) < want then redis.call('PEXPIRE', KEYS[1], want) end
