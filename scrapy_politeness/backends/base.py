@@ -39,9 +39,11 @@ class SharedBackend(Protocol):
                        dead_after: int, *, gap: float = 0.0) -> SharedHost:
         """Atomically fold one outcome into the shared host (AIMD, Retry-After,
         latency EWMA, ceiling streak, dead flag). ``gap``: the start-to-start
-        time of the fetch this outcome is of, as its booking answered it (0:
-        the host's last booked gap, which with several processes booking
-        ahead may be another fetch's)."""
+        time this process last booked for the host, the pace the local table
+        judges too (0: the host's last booked gap, which with several
+        processes booking ahead is usually another process's). With several
+        fetches of one host in flight it is the latest one's, at the same pace
+        but for the one fetch that moved the interval."""
         ...
 
     async def set_crawl_delay(self, key: str, delay: float) -> None: ...
