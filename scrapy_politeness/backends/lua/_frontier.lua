@@ -19,6 +19,13 @@ local function now_of_server()
   return tonumber(t[1]) + tonumber(t[2]) / 1000000
 end
 
+-- The bucket a host's starts queue on: its IP (``ip``, read from P:ip:<key>) if
+-- known, else the host key.
+local function bucket_for(key, ip)
+  if ip and ip ~= '' then return ip end
+  return key
+end
+
 -- Put every request leased by process ``pid`` back into its host queue.
 local function requeue(P, pid, now)
   local lk = P .. ':lease:' .. pid
@@ -28,9 +35,7 @@ local function requeue(P, pid, now)
     local e = cmsgpack.unpack(all[i])
     redis.call('ZADD', P .. ':q:' .. e[1], e[2], e[3])
     redis.call('ZADD', P .. ':hosts', 'NX', now, e[1])
-    local ip = redis.call('GET', P .. ':ip:' .. e[1])
-    local bucket = e[1]
-    if ip and ip ~= '' then bucket = ip end
+    local bucket = bucket_for(e[1], redis.call('GET', P .. ':ip:' .. e[1]))
     local c = redis.call('HGET', P .. ':claims', bucket)
     if c and string.match(c, '^(%S+)') == pid then redis.call('HDEL', P .. ':claims', bucket) end
     n = n + 1

@@ -50,11 +50,20 @@ if hold > now then return {'wait', fmt(hold - now)} end
 
 local hosts, claims = P .. ':hosts', P .. ':claims'
 
--- The bucket a host's starts queue on: its IP if known, else the host key.
+-- P:ip:<key> (false: nobody resolved it yet), read once per call: the scans
+-- below look at the same hosts again.
+local ips = {}
+local function ip_of(key)
+  local ip = ips[key]
+  if ip == nil then
+    ip = redis.call('GET', P .. ':ip:' .. key)
+    ips[key] = ip
+  end
+  return ip
+end
+
 local function bucket_of(key)
-  local ip = redis.call('GET', P .. ':ip:' .. key)
-  if ip and ip ~= '' then return ip end
-  return key
+  return bucket_for(key, ip_of(key))
 end
 
 -- When another process's live claim on ``bucket`` lapses; nil if free or ours.
@@ -92,10 +101,11 @@ while tries < looks and rank < 4 * looks do
   tries = tries + 1
   local key, at = top[1], tonumber(top[2])
   local q = P .. ':q:' .. key
-  if claimed(bucket_of(key)) then
+  local bucket = bucket_of(key)
+  if claimed(bucket) then
     rank, tries = rank + 1, tries - 1  -- another process comes for it: look further
   elseif at > now + lead then
-    claim(bucket_of(key), at)
+    claim(bucket, at)
     return {'wait', fmt(at - lead - now)}
   else
     local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
@@ -120,7 +130,7 @@ while tries < looks and rank < 4 * looks do
           ready = last_start + interval + margin
         end
         if not_before > 0 and not_before + margin > ready then ready = not_before + margin end
-        ip = redis.call('GET', P .. ':ip:' .. key)  -- false: nobody resolved it yet
+        ip = ip_of(key)  -- false: nobody resolved it yet
         if ip and ip ~= '' then
           ipkey = NS .. ':ip:' .. ip
           ip_next = tonumber(redis.call('GET', ipkey))
