@@ -15,7 +15,8 @@ own booking and still enforces locally.
 
 The IP: a push is synchronous and may come before the name is resolved. The
 pushing process resolves it in the background and writes the host's IP
-bucket to Redis (``<queue key>:ip:<host key>``, TTL ``_IP_TTL``); until then
+bucket to Redis (``<queue key>:ip:<host key>``, TTL ``_IP_TTL``) with its next
+pop (woken at once; alone if no pop comes within ``_IP_NEWS``); until then
 the host is held up to ``_RESOLVE_HOLD``, after which it is handed out with
 its host bucket booked only and the middleware books host and IP as usual.
 
@@ -58,6 +59,7 @@ logger = logging.getLogger(__name__)
 _LEASE = 10.0  # seconds without a heartbeat before a process's leases go back
 _IP_TTL = 600.0  # how long a host's shared IP bucket is trusted
 _RESOLVE_HOLD = 2.0  # how long a host waits for someone to write its IP
+_IP_NEWS = 0.05  # how long a resolved IP waits for a pop to carry it before going alone
 _LOOKS = 16  # hosts re-filed per pop before answering "wait"
 # A request eligible this soon is handed out, booked at its eligible instant; the
 # middleware sleeps until it, so the engine's latency cannot shift the start.
@@ -67,7 +69,10 @@ _MAX_QUIET = 0.5  # the longest a process goes without asking (work pushed elsew
 # bucket's next instant; the others pass over its hosts until this long after
 # that instant (the claimant is late, busy or dead): one pop per start, not N.
 _CLAIM = 0.2
-_MAX_IDLE = 2.0  # the longest a process whose every queued host is claimed elsewhere waits
+_MAX_IDLE = 2.0  # the longest a process waits to ask again while hosts are queued
+# The longest a process whose every queued host is claimed elsewhere waits: the
+# claimants serve them; a claim that lapses (its claimant died) waits this long.
+_MAX_CLAIMED = 4.0
 _IDLE_MARGIN = 60.0  # the Redis backend's default: booked keys outlive their wait by this
 _NETWORK_SCHEMES = frozenset(("http", "https"))
 _STATS = "politeness/frontier/"
@@ -117,6 +122,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
                          for name in ("push", "pop", "ip", "release", "clear")}
         self._leases: dict[Request, str] = {}
         self._acks: list[str] = []
+        self._ips: dict[str, str] = {}  # host key -> IP resolved here, for the next pop
+        self._ip_news: asyncio.TimerHandle | None = None
         self._resolving: dict[str, asyncio.Task[None]] = {}
         self._quiet_until = 0.0
         self._pending_until = 0.0
@@ -190,8 +197,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self.stats.inc_value(_STATS + "empty_pops")
         if kind == "claimed":  # others come for every queued host: ask less and less
             self._idle = min(max(2.0 * self._idle, float(_text(reply[1])), _MAX_QUIET),
-                             _MAX_IDLE)
-            self._quiet(now, self._idle, cap=_MAX_IDLE)
+                             _MAX_CLAIMED)
+            self._quiet(now, self._idle, cap=_MAX_CLAIMED)
             self.stats.inc_value(_STATS + "claimed_elsewhere")
         else:
             self._quiet(now, float(_text(reply[1])) if kind == "wait" else _MAX_QUIET,
@@ -214,11 +221,33 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
 
     def _run_pop(self, picks: int, slip: float = 0.0) -> list[Any]:
         acks, self._acks = self._acks, []
+        ips = self._take_ips()
         self._last_pop = clock()
         reply: list[Any] = self._scripts["pop"](args=[
             self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
-            _LEAD, slip, _CLAIM, len(acks), *acks])
+            _LEAD, slip, _CLAIM, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips])
         return reply
+
+    def _take_ips(self) -> list[str]:
+        """The resolved IPs waiting for a pop, flat (key, ip, ...); none left."""
+        if not self._ips:
+            return []
+        if self._ip_news is not None:
+            self._ip_news.cancel()
+            self._ip_news = None
+        flat = [x for pair in self._ips.items() for x in pair]
+        self._ips.clear()
+        return flat
+
+    def _send_ips(self) -> None:
+        """No pop carried the resolved IPs in time: share them alone."""
+        self._ip_news = None
+        for key, ip in list(self._ips.items()):
+            try:
+                self._scripts["ip"](args=[self.key, key, ip, _IP_TTL])
+            except Exception:  # Redis away: the host is handed out after the hold
+                logger.debug("politeness: could not share the IP of %s", key, exc_info=True)
+            del self._ips[key]
 
     def _route(self, request: Request) -> tuple[str, str]:
         """The host key and IP bucket ('' none, '?' not resolved yet) of ``request``."""
@@ -247,11 +276,15 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             await self._mw.dns.resolve(hostname)
             hint = self._mw.hint(probe)
             if hint is not None and not self._closed:
-                self._scripts["ip"](args=[self.key, hint.key, hint.ip or "", _IP_TTL])
+                self._ips[hint.key] = hint.ip or ""  # the next pop shares it
+                if self._ip_news is None:
+                    self._ip_news = asyncio.get_running_loop().call_later(
+                        _IP_NEWS, self._send_ips)
                 self._quiet_until = 0.0
                 wake_engine(self.crawler)
-        except Exception:  # Redis away: the host is handed out after the hold (host only)
-            logger.debug("politeness: could not share the IP of %s", hostname, exc_info=True)
+        except Exception:  # not resolved: the host is handed out after the hold (host only)
+            logger.debug("politeness: could not resolve %s for the frontier", hostname,
+                         exc_info=True)
         finally:
             del self._resolving[hostname]
 
@@ -277,10 +310,10 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             self._beat = asyncio.get_running_loop().call_later(_LEASE / 4, self._heartbeat)
 
     def _heartbeat(self) -> None:
-        """Keep our leases (and hand back any dead process's) between pops."""
+        """Keep our leases between pops (none held: nothing to keep)."""
         self._beat = None
         try:
-            if clock() - self._last_pop >= _LEASE / 4:  # a pop beats too
+            if (self._leases or self._acks) and clock() - self._last_pop >= _LEASE / 4:
                 self._run_pop(0)
         except Exception:  # Redis away: the next pop reports it; keep beating
             logger.debug("politeness: frontier heartbeat failed", exc_info=True)
@@ -289,7 +322,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
     def _closing(self, **kwargs: Any) -> None:
         """End our finished leases and give back what we still hold."""
         self._closed = True
-        for handle in (self._wake, self._beat):
+        for handle in (self._wake, self._beat, self._ip_news):
             if handle is not None:
                 handle.cancel()
         for task in self._resolving.values():

@@ -229,8 +229,7 @@ class PolitenessMiddleware:
             retry_after = retry_after_of(
                 raw, server_clock(response.headers.get(b"Date"), time.time()))
         latency = request.meta.get("download_latency") or 0.0
-        self._feedback(dispatch.key, response.status, retry_after, float(latency),
-                       ip=dispatch.ip)
+        self._feedback(dispatch, response.status, retry_after, float(latency))
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
@@ -245,12 +244,13 @@ class PolitenessMiddleware:
             self.stats.inc_value(STATS + kind.value)
             self.driver.done(dispatch.key)
             return
-        self._feedback(dispatch.key, 0, None, 0.0, ip=dispatch.ip)
+        self._feedback(dispatch, 0, None, 0.0)
 
-    def _feedback(self, key: str, status: int, retry_after: float | None,
-                  latency: float, *, ip: str | None = None) -> None:
+    def _feedback(self, dispatch: Dispatch, status: int, retry_after: float | None,
+                  latency: float) -> None:
         assert self.loop is not None
         now = self.loop.time()
+        key, ip = dispatch.key, dispatch.ip
         self.gate.done(key)
         state = self.hosts.get(key)
         honoured, park = retry_after_verdict(retry_after, self.settings.max_retry_after)
@@ -264,7 +264,7 @@ class PolitenessMiddleware:
         adaptive, not_before = state.adaptive, state.not_before
         outcome = self.hosts.feedback(key, signal, now)
         if self.shared is not None:
-            self.shared.feedback(key, signal)
+            self.shared.feedback(dispatch, signal)
         self.observer.fed_back(now, key, state, outcome, backoff_cause_of(status, outcome),
                                ip=ip, status=status, retry_after=retry_after, latency=latency)
         if outcome.became_dead:

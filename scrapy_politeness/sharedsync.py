@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import CloseSpider
 
+from .backends.base import LateStart
+from .booking import late_allowance
 from .policy import Release, Signal, merge_shared
 from .slip import STALL, Dispatch
 
@@ -48,6 +50,7 @@ class SharedSync:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.rtt = 0.0  # recent round trip (a decaying maximum)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._late: dict[int, Dispatch] = {}  # late starts waiting for their feedback, by id
         self._on_dead = on_dead
         self._on_change = on_change
         slip.shared = self
@@ -117,6 +120,45 @@ class SharedSync:
         await asyncio.sleep(extra)
         return Release(release.token, release.key, release.ip, state.interval(), booked)
 
+    def late_arrival(self, dispatch: Dispatch, state: HostState, arrived: float,
+                     now: float) -> None:
+        """The server read the request at ``arrived`` (its headers or a loop
+        stall showed it), later than its booking covered. The correction rides on the fetch's
+        own feedback (one round trip a request, not two) when the answer comes
+        while the report can still land before the next start on these buckets
+        can be booked (half the spacing, as a late booked send); else it goes
+        alone then, or now."""
+        if dispatch.late is not None:  # already waiting (a stall moved it): the later start
+            if arrived > dispatch.late[0]:
+                dispatch.late = (arrived, *dispatch.late[1:])
+            return
+        ip_floor = None if dispatch.ip is None else self.slip.ips.floor
+        due = dispatch.at + late_allowance(state, ip_floor) - self.rtt
+        if self.loop is None or due <= now:
+            self.late_start(dispatch, state, now - arrived)
+            return
+        dispatch.late = (arrived, state.interval(), state.ip_interval())
+        dispatch.late_timer = self.loop.call_later(due - now, self._late_due, dispatch)
+        self._late[id(dispatch)] = dispatch
+
+    def _late_due(self, dispatch: Dispatch) -> None:
+        late = self._take_late(dispatch)
+        if late is not None:
+            self.stats.inc_value("politeness/shared/late_starts")
+            self._spawn(self.backend.correct_start(dispatch.key, *late))
+
+    def _take_late(self, dispatch: Dispatch) -> LateStart | None:
+        """The late start ``dispatch`` still has to report, now (None: none)."""
+        if dispatch.late is None or self.loop is None:
+            return None
+        arrived, interval, ip_spacing = dispatch.late
+        dispatch.late = None
+        if dispatch.late_timer is not None:
+            dispatch.late_timer.cancel()
+            dispatch.late_timer = None
+        del self._late[id(dispatch)]
+        return LateStart(dispatch.ip, self.loop.time() - arrived, interval, ip_spacing)
+
     def late_start(self, dispatch: Dispatch, state: HostState, ago: float) -> None:
         """The shared booking covered less slip than this start took: move the
         shared buckets too, so other processes space from the real start."""
@@ -127,11 +169,18 @@ class SharedSync:
     def set_crawl_delay(self, key: str, delay: float) -> None:
         self._spawn(self.backend.set_crawl_delay(key, delay))
 
-    def feedback(self, key: str, signal: Signal) -> None:
-        """Fold the outcome into the shared host without holding the response."""
+    def feedback(self, dispatch: Dispatch, signal: Signal) -> None:
+        """Fold the outcome into the shared host without holding the response
+        (with the fetch's late start, if it still has one to report)."""
+        key = dispatch.key
         state = self.hosts.get(key)
+        late = self._take_late(dispatch) if dispatch.late is not None else None
+        if late is not None:
+            self.stats.inc_value("politeness/shared/late_starts")
+            self.stats.inc_value("politeness/shared/late_starts_with_feedback")
         task = self._spawn(self.backend.feedback(key, signal, state.config,
-                                                 self.hosts.dead_after, gap=state.gap))
+                                                 self.hosts.dead_after, gap=state.gap,
+                                                 late=late))
         task.add_done_callback(lambda t: self._feedback_done(key, t))
 
     def _feedback_done(self, key: str, task: asyncio.Task[SharedHost]) -> None:
@@ -157,7 +206,10 @@ class SharedSync:
         return task
 
     async def close(self) -> None:
-        """Let the last feedback land (2 s at most), then disconnect."""
+        """Report the late starts still waiting for an answer, let the last
+        feedback land (2 s at most), then disconnect."""
+        for dispatch in list(self._late.values()):
+            self._late_due(dispatch)
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=2.0)
         await self.backend.close()

@@ -16,6 +16,7 @@ shared buckets too, so other processes space from the real start.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,10 @@ class Dispatch:
     covered: float = math.inf  # how late a start the shared booking already spent for
     spent: float = math.nan  # the host's last start this send left (see SendSlip.sent)
     ip_next: float = math.nan  # the IP's next-eligible instant this send left
+    # A late start not yet reported to the shared buckets (SharedSync.late_arrival):
+    # (real start, host interval, IP spacing) and the timer that reports it alone.
+    late: tuple[float, float, float] | None = None
+    late_timer: asyncio.TimerHandle | None = None
 
 
 class SendSlip:
@@ -114,7 +119,7 @@ class SendSlip:
                 continue
             self.spend(state, dispatch.ip, at)
             if self.shared is not None and at - dispatch.at > dispatch.covered:
-                self.shared.late_start(dispatch, state, now - at)
+                self.shared.late_arrival(dispatch, state, at, now)
 
     def headers_received(self, dispatch: Dispatch, latency: float, now: float) -> None:
         """Learn when the download really started, once its headers are in.
@@ -137,7 +142,7 @@ class SendSlip:
         if self.shared is not None:
             self.spend(state, dispatch.ip, arrived)
             if arrived - dispatch.at > dispatch.covered:
-                self.shared.late_start(dispatch, state, now - arrived)
+                self.shared.late_arrival(dispatch, state, arrived, now)
             return
         # Whether anything else spent the buckets since the send: asked before our own spend.
         host_mine = state.last_start == dispatch.spent

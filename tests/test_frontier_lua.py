@@ -44,10 +44,11 @@ class Frontier:
 
     def pop(self, pid: str = "p1", lease: float = 10.0, picks: int = 1,
             acks: tuple[str, ...] = (), *, slip: float = 0.0,
-            claim: float = CLAIM) -> list[Any]:
+            claim: float = CLAIM, ips: dict[str, str] | None = None) -> list[Any]:
+        shared = [x for pair in (ips or {}).items() for x in pair]
         reply: list[Any] = self.s["pop"](args=[
             P, NS, pid, lease, picks, INTERVAL, INTERVAL, 60.0, IP_FLOOR, MARGIN, 60.0, 16,
-            LEAD, slip, claim, len(acks), *acks])
+            LEAD, slip, claim, 600, len(acks), *acks, len(shared) // 2, *shared])
         return [x.decode() if isinstance(x, bytes) else x for x in reply]
 
     def drain(self, pid: str = "p1") -> list[str]:
@@ -172,6 +173,20 @@ def test_an_unresolved_host_waits_for_its_ip_then_books_it(redis_server: RedisSe
     assert reply[1] == "r1"
     assert reply[3:5] == ["127.2.0.7", 1]
     assert f.r.exists(f"{NS}:ip:127.2.0.7")
+
+
+def test_a_resolved_ip_rides_on_the_pop_and_frees_its_host_in_it(
+        redis_server: RedisServer) -> None:
+    f = Frontier(redis_server)
+    f.push("a.test", "r1", ip="?", hold=30.0)
+    f.push("b.test", "r2", ip="?", hold=30.0)
+    assert f.pop()[0] == "wait"
+    reply = f.pop(acks=("x",), ips={"a.test": "127.2.0.7", "b.test": ""})
+    assert reply[1] == "r1"
+    assert reply[3:5] == ["127.2.0.7", 1]
+    assert f.r.get(f"{P}:ip:b.test") == b""
+    assert 0 < f.r.pttl(f"{P}:ip:a.test") <= 600_000
+    assert f.pop()[1] == "r2"  # held for its IP no longer
 
 
 def test_no_ip_bucket_books_the_host_only(redis_server: RedisServer) -> None:

@@ -10,6 +10,6 @@ host; the local tables then mirror what the backend answered.
 
 from __future__ import annotations
 
-from .base import SharedBackend, SharedHost, make_backend
+from .base import LateStart, SharedBackend, SharedHost, make_backend
 
-__all__ = ["SharedBackend", "SharedHost", "make_backend"]
+__all__ = ["LateStart", "SharedBackend", "SharedHost", "make_backend"]

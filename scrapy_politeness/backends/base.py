@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ..policy.shared import SharedHost
 
 if TYPE_CHECKING:
     from ..policy import Config, Signal
 
-__all__ = ["SharedBackend", "SharedHost", "make_backend"]
+__all__ = ["LateStart", "SharedBackend", "SharedHost", "make_backend"]
+
+
+class LateStart(NamedTuple):
+    """A start later than its booking covered (``correct_start``'s arguments),
+    carried by the fetch's ``feedback`` when its answer comes in time."""
+
+    ip: str | None
+    started_ago: float
+    interval: float
+    ip_spacing: float
 
 
 class SharedBackend(Protocol):
@@ -36,14 +46,16 @@ class SharedBackend(Protocol):
         ...
 
     async def feedback(self, key: str, signal: Signal, config: Config,
-                       dead_after: int, *, gap: float = 0.0) -> SharedHost:
+                       dead_after: int, *, gap: float = 0.0,
+                       late: LateStart | None = None) -> SharedHost:
         """Atomically fold one outcome into the shared host (AIMD, Retry-After,
         latency EWMA, ceiling streak, dead flag). ``gap``: the start-to-start
         time this process last booked for the host, the pace the local table
         judges too (0: the host's last booked gap, which with several
         processes booking ahead is usually another process's). With several
         fetches of one host in flight it is the latest one's, at the same pace
-        but for the one fetch that moved the interval."""
+        but for the one fetch that moved the interval. ``late``: this fetch's
+        own late start, applied first as ``correct_start`` would."""
         ...
 
     async def set_crawl_delay(self, key: str, delay: float) -> None: ...

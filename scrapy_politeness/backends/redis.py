@@ -28,7 +28,7 @@ from ..policy import recovery as _recovery
 from ..policy.config import MIN_WIDEN
 from ._redis_conn import BackendError, BackendUnavailable
 from ._redis_reseed import _is_zero_ip, _RedisReseed
-from .base import SharedHost
+from .base import LateStart, SharedHost
 from .redaction import redact_url, secrets_of
 
 if TYPE_CHECKING:
@@ -49,13 +49,16 @@ _RECOVERY_CONSTANTS = (_recovery.SHRINK, _recovery.CONFIRM, _recovery.PATIENCE,
 _SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start", "recheck")
 
 
+_PRELUDES = {"reserve.lua": ("_host.lua",), "feedback.lua": ("_host.lua", "_late.lua"),
+             "late_start.lua": ("_host.lua", "_late.lua")}
+
+
 def _script(name: str) -> str:
-    """A script's source; the host steps get the shared ``_host.lua`` prelude."""
+    """A script's source after its shared preludes (the host hash layout and
+    clamp, the late-start step), so each exists once."""
     lua = files("scrapy_politeness.backends").joinpath("lua")
-    source = lua.joinpath(name).read_text(encoding="utf-8")
-    if name in ("reserve.lua", "feedback.lua"):
-        source = lua.joinpath("_host.lua").read_text(encoding="utf-8") + source
-    return source
+    return "".join(lua.joinpath(part).read_text(encoding="utf-8")
+                   for part in (*_PRELUDES.get(name, ()), name))
 
 
 def _f(raw: Any) -> float:
@@ -197,13 +200,19 @@ class RedisBackend(_RedisReseed):
             return delay, host
 
     async def feedback(self, key: str, signal: Signal, config: Config,
-                       dead_after: int, *, gap: float = 0.0) -> SharedHost:
-        args = [signal.status, signal.retry_after, signal.latency, config.default,
-                config.floor, config.ceiling, config.backoff, config.soft_widen,
-                config.narrow, config.latency_rise, config.latency_min_rise,
-                dead_after, _LATENCY_ALPHA, self.idle_margin, config.recovery,
-                *_RECOVERY_CONSTANTS, gap]
-        reply = await self._run("feedback", [self._key("host", key)], args)
+                       dead_after: int, *, gap: float = 0.0,
+                       late: LateStart | None = None) -> SharedHost:
+        args: list[Any] = [signal.status, signal.retry_after, signal.latency, config.default,
+                           config.floor, config.ceiling, config.backoff, config.soft_widen,
+                           config.narrow, config.latency_rise, config.latency_min_rise,
+                           dead_after, _LATENCY_ALPHA, self.idle_margin, config.recovery,
+                           *_RECOVERY_CONSTANTS, gap]
+        keys = [self._key("host", key)]
+        if late is not None:  # correct_start's step, in the same round trip
+            args += [late.started_ago, late.interval, late.ip_spacing]
+            if not _is_zero_ip(late.ip):
+                keys += [self._key("ip", late.ip), self._key("late", late.ip)]
+        reply = await self._run("feedback", keys, args)
         return _fed_host(reply)
 
     async def set_crawl_delay(self, key: str, delay: float) -> None:

@@ -26,6 +26,14 @@ local function bucket_for(key, ip)
   return key
 end
 
+-- A process resolved host ``key``: share its IP bucket (TTL ``ttl`` s) and let
+-- the host (held while unresolved) be considered at once.
+local function share_ip(P, key, ip, ttl, now)
+  redis.call('SET', P .. ':ip:' .. key, ip, 'PX', math.ceil(ttl * 1000))
+  local at = tonumber(redis.call('ZSCORE', P .. ':hosts', key))
+  if at and at > now then redis.call('ZADD', P .. ':hosts', now, key) end
+end
+
 -- Put every request leased by process ``pid`` back into its host queue.
 local function requeue(P, pid, now)
   local lk = P .. ':lease:' .. pid

@@ -4,12 +4,15 @@
 -- process sees the same AIMD state. The Retry-After window is anchored on the
 -- server's clock (TIME).
 --
--- KEYS[1] host hash
+-- KEYS[1] host hash; with a late start: KEYS[2] IP key, KEYS[3] the IP's late key
+--   (both optional, as late_start.lua's)
 -- ARGV: status retry_after latency default floor ceiling backoff soft_widen
 --       narrow latency_rise latency_min_rise dead_after alpha idle_margin
 --       recovery ('fast' or 'additive') and the fast recovery's constants:
 --       shrink confirm patience probe_share margin forget_after forget_step min_widen
 --       at_pace gap (the judged fetch's own booked gap; 0: the last booked one)
+--       and, optionally, the late start this fetch's headers revealed (late_start.lua's
+--       started_ago interval ip_spacing): it is applied first, as it happened first
 -- Returns: {adaptive, crawl_delay, not_before_in, latency, streak, dead,
 --           fail_at, good_at, healthy_run, fail_cost}
 local t = redis.call('TIME')
@@ -39,6 +42,10 @@ local forget_step = tonumber(ARGV[22])
 local min_widen = tonumber(ARGV[23])
 local at_pace = tonumber(ARGV[24])
 local own_gap = tonumber(ARGV[25]) or 0
+if ARGV[26] then
+  late_start(now, KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[26]), tonumber(ARGV[27]),
+             tonumber(ARGV[28]), idle)
+end
 
 local function clamp(adaptive, crawl_delay)
   return host_clamp(adaptive, crawl_delay, floor, ceiling)

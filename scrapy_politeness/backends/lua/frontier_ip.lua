@@ -1,9 +1,5 @@
--- frontier_ip.lua: a process resolved a host: share its IP bucket and let the
--- host (held while unresolved) be considered at once.
+-- frontier_ip.lua: a process resolved a host and had no pop to carry the news
+-- (frontier_pop.lua's ``ips``): share_ip alone.
 -- ARGV: P host_key ip ip_ttl
-local now = now_of_server()
-local P, key = ARGV[1], ARGV[2]
-redis.call('SET', P .. ':ip:' .. key, ARGV[3], 'PX', math.ceil(tonumber(ARGV[4]) * 1000))
-local at = tonumber(redis.call('ZSCORE', P .. ':hosts', key))
-if at and at > now then redis.call('ZADD', P .. ':hosts', now, key) end
+share_ip(ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), now_of_server())
 return 1

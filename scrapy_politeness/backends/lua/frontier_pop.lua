@@ -7,7 +7,7 @@
 -- not_before + margin, the IP key + margin; server clock only.
 --
 -- ARGV: P NS pid lease picks default floor ceiling ip_floor margin idle looks lead
---       slip claim n_acks acks...
+--       slip claim ip_ttl n_acks acks... n_ips (host_key ip)...
 --   pid/lease: this process and how long its heartbeat lasts; picks 0 = heartbeat only
 --   lead: a request eligible within this many seconds is handed out, booked at
 --         its eligible instant (the middleware sleeps until it: the engine's
@@ -16,6 +16,8 @@
 --         (reserve.lua's slip): both buckets are spent at start + slip
 --   claim: how long past its instant a claim holds (0: no claims; see below)
 --   acks: request ids this process finished (their leases end)
+--   ips: hosts this process resolved since its last pop (share_ip, ip_ttl s): the
+--        news rides on the pop instead of a round trip of its own
 -- Returns {'req', data, id, ip, booked, delay, next_in}, {'wait', seconds}, {'empty'},
 --   {'claimed', seconds} or {'beat'};
 --   booked: 0 no IP bucket, 1 the IP booked too, 2 IP unknown (host booked only)
@@ -34,13 +36,17 @@ local lease, picks = tonumber(ARGV[4]), tonumber(ARGV[5])
 local default, floor, ceiling = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local ip_floor, margin, idle = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local looks, lead, slip = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
-local grace, n_acks = tonumber(ARGV[15]), tonumber(ARGV[16])
+local grace, ip_ttl, n_acks = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
 
 reclaim_dead(P, now)  -- before our own heartbeat: never reclaim ourselves
 redis.call('ZADD', P .. ':procs', now + lease, pid)
 if n_acks > 0 then
-  local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 17, 16 + n_acks))
+  local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 18, 17 + n_acks))
   if gone > 0 then redis.call('DECRBY', P .. ':leased', gone) end
+end
+local at_ips = 18 + n_acks
+for i = at_ips + 1, at_ips + 2 * tonumber(ARGV[at_ips]), 2 do
+  share_ip(P, ARGV[i], ARGV[i + 1], ip_ttl, now)
 end
 if picks == 0 then return {'beat'} end
 

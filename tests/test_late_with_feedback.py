@@ -1,0 +1,111 @@
+"""A late start rides on its fetch's feedback: one Redis round trip, not two (issue 12).
+
+Against a real ``redis-server``: the feedback script moves the shared buckets as
+``late_start`` would, and the middleware's shared sync holds a late start back
+for the feedback only while the report can still land before the next start on
+the buckets could be booked; otherwise it goes alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest_twisted
+from redis_server import RedisServer, aio
+from scrapy.utils.test import get_crawler
+
+from scrapy_politeness.backends import LateStart
+from scrapy_politeness.backends.redis import RedisBackend
+from scrapy_politeness.middleware import PolitenessMiddleware
+from scrapy_politeness.policy import Config, Signal
+from scrapy_politeness.slip import Dispatch
+
+IP = "127.6.0.9"
+CONFIG = Config(default=0.3, floor=0.3, ceiling=10.0, ip_floor=0.3)
+HEALTHY = Signal(200, 0.0, 0.01, 0.0)
+
+
+async def _feedback_moves_buckets(server: RedisServer) -> None:
+    b = RedisBackend(server.url, namespace=f"t:{uuid.uuid4().hex[:8]}", margin=0.0)
+    await b.open()
+    try:
+        await b.reserve("a.test", IP, CONFIG)  # booked now: the IP is free again in 0.3 s
+        # Its real start is 0.2 s from now (as a recheck's push reports it).
+        await b.feedback("a.test", HEALTHY, CONFIG, 5, late=LateStart(IP, -0.2, 0.3, 0.3))
+        got = time.monotonic()
+        delay, _ = await b.reserve("b.test", IP, CONFIG)  # another host on the IP
+        assert time.monotonic() + delay >= got + 0.2 + 0.3 - 0.01
+        delay, _ = await b.reserve("a.test", None, CONFIG)  # the host itself
+        assert time.monotonic() + delay >= got + 0.2 + 0.3 - 0.01
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_feedback_carrying_a_late_start_moves_host_and_ip(
+        redis_server: RedisServer) -> None:
+    await aio(_feedback_moves_buckets(redis_server))
+
+
+def _middleware(server: RedisServer) -> PolitenessMiddleware:
+    return PolitenessMiddleware.from_crawler(get_crawler(settings_dict={
+        "POLITENESS_BACKEND": server.url, "POLITENESS_NAMESPACE": f"t:{uuid.uuid4().hex[:8]}",
+        "POLITENESS_DEFAULT": 0.3, "POLITENESS_FLOOR": 0.3, "POLITENESS_IP_FLOOR": 0.3,
+        "POLITENESS_SEND_MARGIN": 0.0, "POLITENESS_DNS_HOSTS_FILE": None}))
+
+
+async def _settled(mw: PolitenessMiddleware) -> None:
+    """Until the shared sync's Redis calls in flight have answered."""
+    assert mw.shared is not None
+    if mw.shared._tasks:
+        await asyncio.wait(list(mw.shared._tasks))
+
+
+async def _rides_or_goes_alone(server: RedisServer) -> None:
+    mw = _middleware(server)
+    assert mw.backend is not None
+    assert mw.shared is not None
+    loop = asyncio.get_running_loop()
+    mw.loop = mw.shared.loop = loop
+    await mw.backend.open()
+    stats = mw.stats
+    try:
+        # Answered in time: the report waits and rides on the feedback.
+        state = mw.hosts.get("a.test")
+        now = loop.time()
+        sent = Dispatch("a.test", now, IP, covered=0.0)
+        mw.shared.late_arrival(sent, state, now + 0.2, now)
+        await asyncio.sleep(0.01)
+        assert stats.get_value("politeness/shared/late_starts") is None  # nothing sent yet
+        mw.shared.feedback(sent, HEALTHY)
+        await _settled(mw)
+        assert stats.get_value("politeness/shared/late_starts_with_feedback") == 1
+        assert sent.late is None
+        assert sent.late_timer is None
+        got = time.monotonic()
+        delay, _ = await mw.backend.reserve("c.test", IP, CONFIG)
+        assert time.monotonic() + delay >= got + 0.19 + 0.3 - 0.02
+
+        # No answer in time: it goes alone before half the spacing is over.
+        state = mw.hosts.get("b.test")
+        now = loop.time()
+        lost = Dispatch("b.test", now, "127.6.0.10", covered=0.0)
+        mw.shared.late_arrival(lost, state, now + 0.1, now)
+        while lost.late is not None:
+            await asyncio.sleep(0.005)
+        assert loop.time() - now <= (0.3 - 0.05) / 2 + 0.05
+        await _settled(mw)
+        assert stats.get_value("politeness/shared/late_starts") == 2
+        assert stats.get_value("politeness/shared/late_starts_with_feedback") == 1
+        delay, _ = await mw.backend.reserve("d.test", "127.6.0.10", CONFIG)
+        assert loop.time() + delay >= now + 0.1 + 0.3 - 0.02
+    finally:
+        await mw.backend.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_late_start_rides_on_the_feedback_or_goes_alone_in_time(
+        redis_server: RedisServer) -> None:
+    await aio(_rides_or_goes_alone(redis_server))
