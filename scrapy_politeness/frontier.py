@@ -16,7 +16,7 @@ own booking and still enforces locally.
 The IP: a push is synchronous and may come before the name is resolved. The
 pushing process resolves it in the background and writes the host's IP
 bucket to Redis (``<queue key>:ip:<host key>``, TTL ``_IP_TTL``) with its next
-pop (woken at once; alone if no pop comes within ``_IP_NEWS``); until then
+pop (:mod:`~scrapy_politeness.frontier_routes`); until then
 the host is held up to ``_RESOLVE_HOLD``, after which it is handed out with
 its host bucket booked only and the middleware books host and IP as usual.
 
@@ -37,13 +37,11 @@ from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
-from scrapy.utils.httpobj import urlparse_cached
 from scrapy_redis.queue import Base
 
 from .booking import BOOKED_META, LEAD
-from .dns import DnsCache
+from .frontier_routes import HostRoutes
 from .handout import gate_of, wake_engine
-from .policy import host_key
 from .pqueue import clock
 from .settings import PolitenessSettings
 
@@ -59,7 +57,6 @@ logger = logging.getLogger(__name__)
 _LEASE = 10.0  # seconds without a heartbeat before a process's leases go back
 _IP_TTL = 600.0  # how long a host's shared IP bucket is trusted
 _RESOLVE_HOLD = 2.0  # how long a host waits for someone to write its IP
-_IP_NEWS = 0.05  # how long a resolved IP waits for a pop to carry it before going alone
 _LOOKS = 16  # hosts re-filed per pop before answering "wait"
 # A request eligible this soon is handed out, booked at its eligible instant; the
 # middleware sleeps until it, so the engine's latency cannot shift the start.
@@ -74,7 +71,6 @@ _MAX_IDLE = 2.0  # the longest a process waits to ask again while hosts are queu
 # claimants serve them; a claim that lapses (its claimant died) waits this long.
 _MAX_CLAIMED = 4.0
 _IDLE_MARGIN = 60.0  # the Redis backend's default: booked keys outlive their wait by this
-_NETWORK_SCHEMES = frozenset(("http", "https"))
 _STATS = "politeness/frontier/"
 
 
@@ -122,9 +118,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
                          for name in ("push", "pop", "ip", "release", "clear")}
         self._leases: dict[Request, str] = {}
         self._acks: list[str] = []
-        self._ips: dict[str, str] = {}  # host key -> IP resolved here, for the next pop
-        self._ip_news: asyncio.TimerHandle | None = None
-        self._resolving: dict[str, asyncio.Task[None]] = {}
+        self._routes = HostRoutes(self._mw, send=self._share_ip, resolved=self._resolved)
         self._quiet_until = 0.0
         self._pending_until = 0.0
         self._wake: asyncio.TimerHandle | None = None
@@ -149,7 +143,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
 
     def push(self, request: Request) -> None:
         request.meta.pop(BOOKED_META, None)  # a retry or redirect is booked afresh
-        key, ip = self._route(request)
+        key, ip = self._routes.route(request)
         cfg = ""
         if self._settings.hosts and key:
             c = self._settings.config_for(key)
@@ -221,72 +215,20 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
 
     def _run_pop(self, picks: int, slip: float = 0.0) -> list[Any]:
         acks, self._acks = self._acks, []
-        ips = self._take_ips()
+        ips = self._routes.take_news()
         self._last_pop = clock()
         reply: list[Any] = self._scripts["pop"](args=[
             self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
             _LEAD, slip, _CLAIM, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips])
         return reply
 
-    def _take_ips(self) -> list[str]:
-        """The resolved IPs waiting for a pop, flat (key, ip, ...); none left."""
-        if not self._ips:
-            return []
-        if self._ip_news is not None:
-            self._ip_news.cancel()
-            self._ip_news = None
-        flat = [x for pair in self._ips.items() for x in pair]
-        self._ips.clear()
-        return flat
+    def _share_ip(self, key: str, ip: str) -> None:
+        self._scripts["ip"](args=[self.key, key, ip, _IP_TTL])
 
-    def _send_ips(self) -> None:
-        """No pop carried the resolved IPs in time: share them alone."""
-        self._ip_news = None
-        for key, ip in list(self._ips.items()):
-            try:
-                self._scripts["ip"](args=[self.key, key, ip, _IP_TTL])
-            except Exception:  # Redis away: the host is handed out after the hold
-                logger.debug("politeness: could not share the IP of %s", key, exc_info=True)
-            del self._ips[key]
-
-    def _route(self, request: Request) -> tuple[str, str]:
-        """The host key and IP bucket ('' none, '?' not resolved yet) of ``request``."""
-        parsed = urlparse_cached(request)
-        hostname = parsed.hostname
-        if parsed.scheme not in _NETWORK_SCHEMES or not hostname:
-            return "", ""
-        mw = self._mw
-        if mw is None:
-            return host_key(hostname), ""
-        hint = mw.hint(request)
-        if hint is None:
-            return "", ""
-        if mw.dns.lookup(hostname) is DnsCache.MISS:
-            if hostname not in self._resolving:
-                probe = Request(f"{parsed.scheme}://{parsed.netloc}/")
-                task = asyncio.get_running_loop().create_task(self._resolve(hostname, probe))
-                self._resolving[hostname] = task
-            return hint.key, "?"
-        return hint.key, hint.ip or ""
-
-    async def _resolve(self, hostname: str, probe: Request) -> None:
-        """Resolve a new name and share its IP bucket, so no process holds the host."""
-        assert self._mw is not None
-        try:
-            await self._mw.dns.resolve(hostname)
-            hint = self._mw.hint(probe)
-            if hint is not None and not self._closed:
-                self._ips[hint.key] = hint.ip or ""  # the next pop shares it
-                if self._ip_news is None:
-                    self._ip_news = asyncio.get_running_loop().call_later(
-                        _IP_NEWS, self._send_ips)
-                self._quiet_until = 0.0
-                wake_engine(self.crawler)
-        except Exception:  # not resolved: the host is handed out after the hold (host only)
-            logger.debug("politeness: could not resolve %s for the frontier", hostname,
-                         exc_info=True)
-        finally:
-            del self._resolving[hostname]
+    def _resolved(self) -> None:
+        """A name resolved here: ask Redis now, with its IP on the pop."""
+        self._quiet_until = 0.0
+        wake_engine(self.crawler)
 
     def _quiet(self, now: float, wait: float, cap: float = _MAX_QUIET) -> None:
         """Ask Redis again (and wake the engine) when the soonest host is due."""
@@ -322,11 +264,10 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
     def _closing(self, **kwargs: Any) -> None:
         """End our finished leases and give back what we still hold."""
         self._closed = True
-        for handle in (self._wake, self._beat, self._ip_news):
+        self._routes.close()
+        for handle in (self._wake, self._beat):
             if handle is not None:
                 handle.cancel()
-        for task in self._resolving.values():
-            task.cancel()
         acks, self._acks = self._acks, []
         self._leases.clear()  # popped and never finished: back to the queue
         returned = self._scripts["release"](args=[self.key, self.pid, len(acks), *acks])
