@@ -43,10 +43,11 @@ from .policy import (
     IPTable,
     Signal,
     backoff_cause_of,
+    note_date,
     reached_server,
     retry_after_of,
     retry_after_verdict,
-    server_clock,
+    server_now,
 )
 from .robots import CrawlDelays
 from .robotsfetch import RobotsPrefetch
@@ -225,9 +226,14 @@ class PolitenessMiddleware:
             return response  # not ours: a cache hit, a non-network scheme
         retry_after = None
         raw = response.headers.getlist(b"Retry-After")
-        if raw:  # an HTTP-date is measured on the server's clock (its Date header)
-            retry_after = retry_after_of(
-                raw, server_clock(response.headers.get(b"Date"), time.time()))
+        date = response.headers.get(b"Date")
+        if date is not None or raw:  # an HTTP-date is measured on the server's clock
+            assert self.loop is not None
+            state, now = self.hosts.get(dispatch.key), self.loop.time()
+            if date is not None:
+                state.dates = note_date(state.dates, date, now)
+            if raw:
+                retry_after = retry_after_of(raw, server_now(state.dates, now, date, time.time()))
         latency = request.meta.get("download_latency") or 0.0
         self._feedback(dispatch.key, response.status, retry_after, float(latency),
                        ip=dispatch.ip)
