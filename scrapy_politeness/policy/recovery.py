@@ -23,12 +23,16 @@ BBR probes for more only now and then:
   refused probe adds its cost to the last one, so probing after refusals gets rarer.
 - Between ``fail_at`` and the pace held, the server's limit is unknown: the
   slack may cost up to ``(x - fail_at)`` per fetch, a failed probe costs
-  ``fail_cost``. Like renting skis until the rent paid equals the price, the
-  host holds until ``healthy_run x (x - fail_at)`` reaches ``fail_cost``
-  (``PATIENCE`` times), then probes ``PROBE_SHARE`` of the way (in log scale)
-  toward ``fail_at``: a success narrows the bracket from above, a failure
-  from below. A cheap pause (``Retry-After: 1``) probes soon, a dear one
-  (``Retry-After: 5``) late or never in a short crawl.
+  ``fail_cost``, and a probe ``PROBE_SHARE`` of the way (in log scale) toward
+  ``fail_at`` fails with about that chance. Like renting skis until the rent
+  paid equals the price, the host holds until ``healthy_run x (x - fail_at)``
+  reaches the probe's expected price, ``PATIENCE x fail_cost``, then probes:
+  a success narrows the bracket from above (once a fetch ran at the probe's
+  pace), a failure from below. A cheap pause (``Retry-After: 1``) probes
+  soon, a dear one (``Retry-After: 5``) later.
+- Paces are kept as the intervals that produced the gaps (``asked_for``):
+  the ~10 ms the machinery adds to each start must not come back on top of
+  every return to the known-good pace.
 - Once the bracket is narrower than ``MARGIN`` the host holds; ``FORGET_AFTER``
   healthy fetches later ``fail_at`` is lowered by ``FORGET_STEP``, which opens
   the bracket again (a server that got faster is found again, rarely).
