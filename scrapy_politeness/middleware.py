@@ -43,11 +43,9 @@ from .policy import (
     IPTable,
     Signal,
     backoff_cause_of,
-    note_date,
     reached_server,
-    retry_after_of,
+    retry_after_seen,
     retry_after_verdict,
-    server_now,
 )
 from .robots import CrawlDelays
 from .robotsfetch import RobotsPrefetch
@@ -224,16 +222,9 @@ class PolitenessMiddleware:
         dispatch = self._dispatched.pop(request, None)
         if dispatch is None:
             return response  # not ours: a cache hit, a non-network scheme
-        retry_after = None
-        raw = response.headers.getlist(b"Retry-After")
-        date = response.headers.get(b"Date")
-        if date is not None or raw:  # an HTTP-date is measured on the server's clock
-            assert self.loop is not None
-            state, now = self.hosts.get(dispatch.key), self.loop.time()
-            if date is not None:
-                state.dates = note_date(state.dates, date, now)
-            if raw:
-                retry_after = retry_after_of(raw, server_now(state.dates, now, date, time.time()))
+        assert self.loop is not None  # an HTTP-date is measured on the server's clock
+        retry_after = retry_after_seen(self.hosts.get(dispatch.key), response.headers.getlist(
+            b"Retry-After"), response.headers.get(b"Date"), self.loop.time(), time.time())
         latency = request.meta.get("download_latency") or 0.0
         self._feedback(dispatch.key, response.status, retry_after, float(latency),
                        ip=dispatch.ip)

@@ -14,6 +14,7 @@ from .retry_after import (
     note_date,
     parse_retry_after,
     retry_after_of,
+    retry_after_seen,
     server_clock,
     server_now,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "parse_retry_after",
     "reached_server",
     "retry_after_of",
+    "retry_after_seen",
     "retry_after_verdict",
     "server_clock",
     "server_now",

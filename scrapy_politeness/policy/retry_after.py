@@ -10,9 +10,13 @@ import math
 from collections.abc import Iterable
 from datetime import timezone
 from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .tables import HostState
 
 __all__ = ["DRIFT", "ServerDates", "note_date", "parse_retry_after", "retry_after_of",
-           "server_clock", "server_now"]
+           "retry_after_seen", "server_clock", "server_now"]
 
 
 def _http_date(text: str) -> float | None:
@@ -150,3 +154,14 @@ def server_now(dates: ServerDates | None, now: float, date: str | bytes | None,
         return best
     this = server_clock(date, now_wall)
     return this if best is None or this > best else best
+
+
+def retry_after_seen(state: HostState, values: list[bytes], date: bytes | None, now: float,
+                     now_wall: float) -> float | None:
+    """One response: note its ``Date`` in ``state.dates`` (at monotonic ``now``),
+    and return its Retry-After (``values``) in seconds from now, or None."""
+    if date is not None:
+        state.dates = note_date(state.dates, date, now)
+    if not values:
+        return None
+    return retry_after_of(values, server_now(state.dates, now, date, now_wall))
