@@ -44,9 +44,8 @@ from .policy import (
     Signal,
     backoff_cause_of,
     reached_server,
-    retry_after_of,
+    retry_after_seen,
     retry_after_verdict,
-    server_clock,
 )
 from .robots import CrawlDelays
 from .robotsfetch import RobotsPrefetch
@@ -223,11 +222,9 @@ class PolitenessMiddleware:
         dispatch = self._dispatched.pop(request, None)
         if dispatch is None:
             return response  # not ours: a cache hit, a non-network scheme
-        retry_after = None
-        raw = response.headers.getlist(b"Retry-After")
-        if raw:  # an HTTP-date is measured on the server's clock (its Date header)
-            retry_after = retry_after_of(
-                raw, server_clock(response.headers.get(b"Date"), time.time()))
+        assert self.loop is not None  # an HTTP-date is measured on the server's clock
+        retry_after = retry_after_seen(self.hosts.get(dispatch.key), response.headers.getlist(
+            b"Retry-After"), response.headers.get(b"Date"), self.loop.time(), time.time())
         latency = request.meta.get("download_latency") or 0.0
         self._feedback(dispatch, response.status, retry_after, float(latency))
         return response

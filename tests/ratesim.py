@@ -55,9 +55,11 @@ class Run:
 
 def crawl(config: Config, server: TokenBucket, pages: int, *, latency: float = 0.01,
           limits: dict[int, float] | None = None, table: HostTable | None = None,
-          now: float = 0.0) -> Run:
+          now: float = 0.0, slip: float = 0.0) -> Run:
     """Fetch ``pages`` pages, retrying each 429 until it is served; ``table`` and
-    ``now`` continue a crawl (a resumed one) instead of starting afresh."""
+    ``now`` continue a crawl (a resumed one) instead of starting afresh. Each
+    start goes ``slip`` after its buckets permit (the send margin and loop
+    slip of a real crawl: the gap is the interval plus that)."""
     table = HostTable(config) if table is None else table
     ips = IPTable(config.ip_floor)
     run = Run()
@@ -70,7 +72,7 @@ def crawl(config: Config, server: TokenBucket, pages: int, *, latency: float = 0
         state = table.get("h")
         # The gate's rule: the host bucket at its current interval AND the IP
         # bucket, spent at the interval in force at the previous start.
-        start = max(now, state.eligible_at(), ips.eligible_at("127.0.0.9"))
+        start = max(now, state.eligible_at(), ips.eligible_at("127.0.0.9")) + slip
         table.start("h", start)
         ips.spend("127.0.0.9", start, state.ip_interval())
         status = server.answer(start)

@@ -59,9 +59,12 @@ def test_the_bracket_closes_better_than_the_descent_left_it() -> None:
 
 
 def test_probes_wait_until_the_slack_paid_for_a_failed_one() -> None:
-    """Holding 0.5625 s above a failure at 0.42 s may waste 0.1425 s a fetch: a
-    Retry-After of 1 s is paid for after 8 fetches (7 x 0.1425 < 1), one of 5 s after 36."""
-    for cost, holds in ((1.0, 8), (5.0, 36)):
+    """Holding 0.5625 s above a failure at 0.42 s may waste 0.1425 s a fetch; a
+    probe 30% of the way down fails with a chance of 0.3, so it is expected to
+    cost 0.3 x the pause: a Retry-After of 1 s is paid for after 3 fetches
+    (2 x 0.1425 < 0.3), one of 5 s after 11 (10 x 0.1425 < 1.5)."""
+    assert recovery.PATIENCE == recovery.PROBE_SHARE == 0.3
+    for cost, holds in ((1.0, 3), (5.0, 11)):
         state = HostState(FAST, adaptive=0.5625, fail_at=0.42, good_at=0.5625, fail_cost=cost)
         steps = [recovery.fast_step(FAST, state, Signal(200)) for _ in range(holds)]
         assert steps[:-1] == [0.5625] * (holds - 1)
@@ -272,12 +275,14 @@ def test_a_failure_after_an_idle_gap_is_a_failure_at_the_pace_held() -> None:
 
 def test_a_resumed_crawl_needs_no_fresh_429_to_relearn() -> None:
     """The recovery memory saved with JOBDIR (persistence.py): the resumed crawl
-    holds the learnt pace from its first fetch; a crawl that forgot pays again."""
+    holds the learnt pace from its first fetch; a crawl that forgot pays again.
+    The first crawl is long enough (100 pages, 33 s) for its bracket to close:
+    one stopped mid-search goes on probing after the resume, as it would have."""
     from scrapy_politeness import persistence
 
     server = TokenBucket(1 / 3, retry_after=2)
     first = HostTable(FAST)
-    before = crawl(FAST, server, 50, table=first)
+    before = crawl(FAST, server, 100, table=first)
     assert before.refused() >= 1  # it learnt the pace the hard way
     doc = persistence.snapshot(first.items(), before.starts[-1] + 0.02, 1000.0)
     resumed = HostTable(FAST)

@@ -9,7 +9,15 @@ from .decisions import backoff_cause_of, crawl_delay_verdict, retry_after_verdic
 from .failures import FailureKind, backoff_cause, reached_server
 from .gate import Gate, Release
 from .keys import host_key, ip_literal
-from .retry_after import parse_retry_after, retry_after_of, server_clock
+from .retry_after import (
+    ServerDates,
+    note_date,
+    parse_retry_after,
+    retry_after_of,
+    retry_after_seen,
+    server_clock,
+    server_now,
+)
 from .shared import SharedHost, merge_shared
 from .tables import HostState, HostTable, IPTable, Outcome
 
@@ -23,6 +31,7 @@ __all__ = [
     "IPTable",
     "Outcome",
     "Release",
+    "ServerDates",
     "SharedHost",
     "Signal",
     "backoff_cause",
@@ -32,9 +41,12 @@ __all__ = [
     "ip_literal",
     "is_failure",
     "merge_shared",
+    "note_date",
     "parse_retry_after",
     "reached_server",
     "retry_after_of",
+    "retry_after_seen",
     "retry_after_verdict",
     "server_clock",
+    "server_now",
 ]

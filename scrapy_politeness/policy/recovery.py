@@ -23,12 +23,16 @@ BBR probes for more only now and then:
   refused probe adds its cost to the last one, so probing after refusals gets rarer.
 - Between ``fail_at`` and the pace held, the server's limit is unknown: the
   slack may cost up to ``(x - fail_at)`` per fetch, a failed probe costs
-  ``fail_cost``. Like renting skis until the rent paid equals the price, the
-  host holds until ``healthy_run x (x - fail_at)`` reaches ``fail_cost``
-  (``PATIENCE`` times), then probes ``PROBE_SHARE`` of the way (in log scale)
-  toward ``fail_at``: a success narrows the bracket from above, a failure
-  from below. A cheap pause (``Retry-After: 1``) probes soon, a dear one
-  (``Retry-After: 5``) late or never in a short crawl.
+  ``fail_cost``, and a probe ``PROBE_SHARE`` of the way (in log scale) toward
+  ``fail_at`` fails with about that chance. Like renting skis until the rent
+  paid equals the price, the host holds until ``healthy_run x (x - fail_at)``
+  reaches the probe's expected price, ``PATIENCE x fail_cost``, then probes:
+  a success narrows the bracket from above (once a fetch ran at the probe's
+  pace), a failure from below. A cheap pause (``Retry-After: 1``) probes
+  soon, a dear one (``Retry-After: 5``) later.
+- Paces are kept as the intervals that produced the gaps (``asked_for``):
+  the ~10 ms the machinery adds to each start must not come back on top of
+  every return to the known-good pace.
 - Once the bracket is narrower than ``MARGIN`` the host holds; ``FORGET_AFTER``
   healthy fetches later ``fail_at`` is lowered by ``FORGET_STEP``, which opens
   the bracket again (a server that got faster is found again, rarely).
@@ -48,20 +52,23 @@ if TYPE_CHECKING:
     from .tables import HostState
 
 __all__ = ["AT_PACE", "CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE", "PROBE_SHARE",
-           "SHRINK", "fast_step"]
+           "SHRINK", "asked_for", "fast_step"]
 
 SHRINK = 0.75
 """Descent per confirmed healthy fetch while no failure is known."""
 CONFIRM = 2
 """Consecutive healthy fetches that confirm an interval once something failed
 (the first fetch after a pause always passes a token bucket: it proves nothing)."""
-PATIENCE = 1.0
-"""Probe once the slack held could have cost this many failed probes
-(``healthy_run x (interval - fail_at) >= PATIENCE x fail_cost``): the
-break-even of the ski-rental problem."""
 PROBE_SHARE = 0.3
 """A probe goes this share of the way from the interval held to ``fail_at``,
 in log scale: nearer the known-good end, so most probes succeed."""
+PATIENCE = PROBE_SHARE
+"""Probe once the slack held could have paid for what a probe is expected to
+cost (``healthy_run x (interval - fail_at) >= PATIENCE x fail_cost``): the
+break-even of the ski-rental problem, with the price of a probe being
+``fail_cost`` times the chance that it fails. With the server's pace equally
+likely anywhere (in log scale) between ``fail_at`` and the pace held, a probe
+``PROBE_SHARE`` of the way down fails with that chance."""
 MARGIN = 1.03
 """The bracket is closed when the interval held is within 3% of ``fail_at``;
 probes never go closer than that."""
@@ -73,6 +80,21 @@ FORGET_AFTER = 100
 """Healthy fetches held in a closed bracket before ``fail_at`` is lowered."""
 FORGET_STEP = 0.95
 """How much of ``fail_at`` is forgotten then (a server that got faster)."""
+
+
+def asked_for(seen: float, x: float, descending: bool) -> float:
+    """The interval that produced the gap ``seen``, judged at interval ``x``.
+
+    The gap the server saw is the interval asked plus what the machinery adds
+    (the send margin, loop slip: ~10 ms here). Kept as the failing or
+    known-good pace, that excess came back on top of every return to it: a
+    host held at 0.527 s went back to 0.537 s after a refused probe. A gap
+    within ``AT_PACE`` above the interval that spaced it is that interval:
+    ``x``, or in the descent ``x / SHRINK`` (the gap lags a step by one fetch).
+    Any other gap (a soft widen since, several starts in flight) is its own.
+    """
+    ref = x / SHRINK if descending and seen >= x / SHRINK else x
+    return ref if ref <= seen <= ref * AT_PACE else seen
 
 
 def fast_step(config: Config, state: HostState, signal: Signal) -> float:
@@ -88,12 +110,13 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
     """
     x = state.adaptive
     seen = state.gap if state.gap > 0 else x
+    descending = state.fail_at <= 0
     if is_failure(signal.status):
         # Past what the descent's lag explains (the gap trails a x SHRINK step by
         # one fetch), the gap was idle time: it failed at the pace held.
         if seen * SHRINK > x * AT_PACE:
             seen = x
-        state.fail_at = seen
+        seen = state.fail_at = asked_for(seen, x, descending)
         state.healthy_run = 0
         if state.good_at <= seen:
             state.good_at = 0.0  # the known-good pace failed: the server changed
@@ -113,7 +136,10 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
     state.healthy_run = run
     if run < CONFIRM and fail_at > 0:  # no pause yet: nothing to distrust
         return x
-    state.good_at = seen
+    good_at = state.good_at
+    if fail_at > 0 and x < good_at <= seen:  # a probe pending: this gap ran at the old pace
+        return x
+    state.good_at = asked_for(seen, x, descending)
     if fail_at <= 0:  # nothing failed yet: descend
         state.healthy_run = CONFIRM - 1  # the next healthy fetch confirms the new pace
         return x * SHRINK
@@ -124,7 +150,7 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
             state.healthy_run = CONFIRM - 1
         return x
     if run * (x - fail_at) >= PATIENCE * state.fail_cost:  # the slack paid for a probe
-        state.healthy_run = CONFIRM - 1
+        state.healthy_run = 0  # the next probe pays its own rent
         probe = x * (fail_at / x) ** PROBE_SHARE
         return probe if probe > closest else closest
     return x

@@ -10,8 +10,13 @@ import math
 from collections.abc import Iterable
 from datetime import timezone
 from email.utils import parsedate_to_datetime
+from typing import TYPE_CHECKING
 
-__all__ = ["parse_retry_after", "retry_after_of", "server_clock"]
+if TYPE_CHECKING:
+    from .tables import HostState
+
+__all__ = ["DRIFT", "ServerDates", "note_date", "parse_retry_after", "retry_after_of",
+           "retry_after_seen", "server_clock", "server_now"]
 
 
 def _http_date(text: str) -> float | None:
@@ -83,3 +88,80 @@ def retry_after_of(values: Iterable[str | bytes], now_wall: float) -> float | No
         if seconds is not None and (best is None or seconds > best):
             best = seconds
     return best
+
+
+DRIFT = 1e-4
+"""How far apart two clocks may run (100 ppm): a bound learnt from an older
+Date header is trusted that much less per second since."""
+
+
+class ServerDates:
+    """The first arrival of each of a host's recent Date headers: a bound on its clock.
+
+    An HTTP-date has whole seconds. Measured against the response's own Date
+    (the server's clock is at least D when it answers), a Retry-After date
+    waits until up to a second after it: on average 0.5 s per pause, 1% of a
+    100-page crawl at 2/s each time. A Date D first seen at our monotonic
+    ``at`` says the server's clock runs at least ``D - at`` ahead of ours;
+    over responses arriving at different fractions of a second the largest of
+    these is within a few ms of the truth, and never above it (so the pause
+    never ends early, unless the server's clock steps back).
+    """
+
+    __slots__ = ("last", "seen")
+    KEEP = 8
+
+    def __init__(self) -> None:
+        self.last: bytes | None = None
+        self.seen: list[tuple[bytes, float]] = []
+
+    def note(self, date: bytes, now: float) -> None:
+        """A response with Date ``date`` arrived at monotonic ``now``. Only a new
+        value counts: its first arrival gives its tightest bound."""
+        if date == self.last:
+            return
+        self.last = date
+        self.seen.append((date, now))
+        if len(self.seen) > self.KEEP:
+            del self.seen[0]
+
+    def bound(self, now: float) -> float | None:
+        """The latest unix time the server's clock has surely reached at monotonic ``now``."""
+        best = None
+        for date, at in self.seen:
+            stamp = _http_date(date.decode("latin-1").strip())
+            if stamp is not None:
+                sure = stamp + (now - at) * (1.0 - DRIFT)
+                best = sure if best is None or sure > best else best
+        return best
+
+
+def note_date(dates: ServerDates | None, date: bytes, now: float) -> ServerDates:
+    """``dates`` (created on the first Date header) with ``date`` noted at monotonic ``now``."""
+    if dates is None:
+        dates = ServerDates()
+    dates.note(date, now)
+    return dates
+
+
+def server_now(dates: ServerDates | None, now: float, date: str | bytes | None,
+               now_wall: float) -> float:
+    """The server's "now" (unix time) to measure an HTTP-date Retry-After from:
+    the tightest bound the host's Date headers give (``dates``, at monotonic
+    ``now``), else :func:`server_clock`."""
+    best = dates.bound(now) if dates is not None else None
+    if date is None and best is not None:
+        return best
+    this = server_clock(date, now_wall)
+    return this if best is None or this > best else best
+
+
+def retry_after_seen(state: HostState, values: list[bytes], date: bytes | None, now: float,
+                     now_wall: float) -> float | None:
+    """One response: note its ``Date`` in ``state.dates`` (at monotonic ``now``),
+    and return its Retry-After (``values``) in seconds from now, or None."""
+    if date is not None:
+        state.dates = note_date(state.dates, date, now)
+    if not values:
+        return None
+    return retry_after_of(values, server_now(state.dates, now, date, now_wall))

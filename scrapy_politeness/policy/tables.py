@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from .config import Config, Signal, is_failure
 from .recovery import fast_step
+from .retry_after import ServerDates
 
 __all__ = ["HostState", "HostTable", "IPTable", "Outcome"]
 
@@ -124,6 +125,7 @@ class HostState:
     healthy_run: int = 0
     gap: float = 0.0  # start-to-start time before the last start (0: none yet)
     fail_cost: float = 0.0  # what the last failure cost (its pause), seconds
+    dates: ServerDates | None = None  # its recent Date headers (HTTP-date Retry-After)
 
     def interval(self) -> float:
         """The clamped interval in force now."""

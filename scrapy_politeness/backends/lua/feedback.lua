@@ -77,8 +77,17 @@ if recovery == 'fast' then
   local x = adaptive
   local seen = x
   if gap > 0 then seen = gap end
+  local descending = fail_at <= 0
+  -- asked_for: the interval that produced the gap (x, or x / shrink in the descent)
+  local function asked_for(g)
+    local ref = x
+    if descending and g >= x / shrink then ref = x / shrink end
+    if ref <= g and g <= ref * at_pace then return ref end
+    return g
+  end
   if failed then
     if seen * shrink > x * at_pace then seen = x end  -- idle time, not the descent's lag
+    seen = asked_for(seen)
     fail_at = seen
     run = 0
     if good_at <= seen then good_at = 0 end
@@ -95,8 +104,10 @@ if recovery == 'fast' then
     run = run + 1
     if run < confirm and fail_at > 0 then
       adapted = x
+    elseif fail_at > 0 and x < good_at and good_at <= seen then
+      adapted = x  -- a probe pending: this gap ran at the old pace
     else
-      good_at = seen
+      good_at = asked_for(seen)
       local closest = fail_at * margin
       if fail_at <= 0 then
         run = confirm - 1
@@ -105,7 +116,7 @@ if recovery == 'fast' then
         if run >= forget_after then fail_at = fail_at * forget_step; run = confirm - 1 end
         adapted = x
       elseif run * (x - fail_at) >= patience * cost then
-        run = confirm - 1
+        run = 0  -- the next probe pays its own rent
         adapted = x * (fail_at / x) ^ probe_share
         if adapted <= closest then adapted = closest end
       else
