@@ -88,7 +88,8 @@ def test_the_bound_never_runs_ahead_of_the_server(offset: float, steps: list[tup
 def test_the_middleware_measures_a_date_from_the_tightest_date_seen() -> None:
     """A 429 whose Date lags one seen just before (another backend of the host,
     or a second that turned in between): its Retry-After date is measured from
-    the newer one, never from the older alone."""
+    the newer one, never from the older alone. Dates are kept from the host's
+    first Retry-After on."""
     mw = PolitenessMiddleware.from_crawler(get_crawler(settings_dict={
         "POLITENESS_DNS_HOSTS_FILE": "", "POLITENESS_DEFAULT": 30.0}))
     loop = mw.loop = asyncio.new_event_loop()
@@ -101,6 +102,9 @@ def test_the_middleware_measures_a_date_from_the_tightest_date_seen() -> None:
             mw.process_response(request, Response(request.url, status=status,
                                                   request=request, headers=headers))
 
+        answer(200, {"Date": formatdate(base - 5, usegmt=True)})
+        assert mw.hosts.get("a.example").dates is None  # no pause asked yet: nothing kept
+        answer(429, {"Date": formatdate(base - 4, usegmt=True), "Retry-After": "0"})
         answer(200, {"Date": formatdate(base + 1, usegmt=True)})
         start = loop.time()
         answer(429, {"Date": formatdate(base, usegmt=True),

@@ -159,8 +159,12 @@ def server_now(dates: ServerDates | None, now: float, date: str | bytes | None,
 def retry_after_seen(state: HostState, values: list[bytes], date: bytes | None, now: float,
                      now_wall: float) -> float | None:
     """One response: note its ``Date`` in ``state.dates`` (at monotonic ``now``),
-    and return its Retry-After (``values``) in seconds from now, or None."""
-    if date is not None:
+    and return its Retry-After (``values``) in seconds from now, or None.
+
+    Dates are noted from a host's first Retry-After on: a host that never asks
+    for a pause costs no memory (the first pause gains little from them anyway:
+    few Dates, rarely tight)."""
+    if date is not None and (values or state.dates is not None):
         state.dates = note_date(state.dates, date, now)
     if not values:
         return None
