@@ -28,6 +28,7 @@ from scrapy_politeness import handout, pqueue
 from scrapy_politeness.dns import DnsCache
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.pqueue import PolitenessAwarePriorityQueue
+from scrapy_politeness.slip import Dispatch
 
 INTERVAL = 1.0
 
@@ -535,13 +536,14 @@ def test_only_a_response_that_moves_a_host_retimes_it(mw: PolitenessMiddleware,
     mw.add_listener(retimed.append)
     mw.loop = SimpleNamespace(time=lambda: clock.now)  # type: ignore[assignment]
     mw.hosts.get("a.test")  # at its floor: a healthy answer keeps its interval
-    mw._feedback("a.test", 200, None, 0.01)
+    sent = Dispatch("a.test", clock.now)
+    mw._feedback(sent, 200, None, 0.01)
     assert retimed == []
-    mw._feedback("a.test", 503, None, 0.01)  # backs off
+    mw._feedback(sent, 503, None, 0.01)  # backs off
     assert retimed == ["a.test"]
     state = mw.hosts.get("a.test")
     state.adaptive = state.config.ceiling  # nowhere further to back off to ...
-    mw._feedback("a.test", 200, 30.0, 0.01)  # ... but a Retry-After moves its not-before
+    mw._feedback(sent, 200, 30.0, 0.01)  # ... but a Retry-After moves its not-before
     assert retimed == ["a.test", "a.test"]
 
 
