@@ -21,9 +21,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from scrapy.pqueues import ScrapyPriorityQueue
-
     from .gateview import Hint
+    from .hostqueue import HostQueue
 
 __all__ = ["IDLE_KEEP", "IDLE_MAX", "MAX_REEVAL", "HostEntry", "HostHeap"]
 
@@ -42,7 +41,7 @@ class HostEntry:
 
     __slots__ = ("hint", "hostname", "key", "queue", "seq")
 
-    def __init__(self, key: str, queue: ScrapyPriorityQueue) -> None:
+    def __init__(self, key: str, queue: HostQueue) -> None:
         self.key = key
         self.queue = queue
         self.hostname: str | None = None

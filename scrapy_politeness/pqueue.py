@@ -11,8 +11,8 @@ counts downloads, not waiters. The middleware's gate stays the enforcement
 point: whatever a queue does, nothing starts before both buckets allow it.
 
 Each new host name is resolved when its first request is enqueued, so the IP
-bucket is known when the queue chooses. One Scrapy priority queue per host key
-keeps Scrapy's priorities and FIFO/LIFO order; the hosts' heap is in
+bucket is known when the queue chooses. One queue per host key keeps Scrapy's
+priorities and FIFO/LIFO order (:mod:`.hostqueue`); the hosts' heap is in
 :mod:`.hostheap`, ``JOBDIR`` state in :mod:`.queuestate`.
 """
 
@@ -31,6 +31,7 @@ from .dns import DnsCache
 from .gateview import IGNORED
 from .handout import Waker, gate_of, handed_out_for, wake_engine
 from .hostheap import HostEntry, HostHeap
+from .hostqueue import HostQueue, MemoryHostQueue, memory_order
 from .queuestate import check_startprios, host_dir, reclaim, rescue, restore
 
 if TYPE_CHECKING:
@@ -73,15 +74,9 @@ class PolitenessAwarePriorityQueue:
     """
 
     @classmethod
-    def from_crawler(
-        cls,
-        crawler: Crawler,
-        downstream_queue_cls: type[QueueProtocol],
-        key: str,
-        startprios: dict[str, Iterable[int]] | None = None,
-        *,
-        start_queue_cls: type[QueueProtocol] | None = None,
-    ) -> Self:
+    def from_crawler(cls, crawler: Crawler, downstream_queue_cls: type[QueueProtocol], key: str,
+                     startprios: dict[str, Iterable[int]] | None = None, *,
+                     start_queue_cls: type[QueueProtocol] | None = None) -> Self:
         return cls(crawler, downstream_queue_cls, key, startprios,
                    start_queue_cls=start_queue_cls)
 
@@ -98,6 +93,7 @@ class PolitenessAwarePriorityQueue:
         self.crawler = crawler
         self.downstream_queue_cls = downstream_queue_cls
         self._start_queue_cls = start_queue_cls
+        self._memory = memory_order(downstream_queue_cls, start_queue_cls)
         self.key = key
         self._mw = gate_of(crawler)
         self._handed = handed_out_for(crawler)
@@ -112,7 +108,9 @@ class PolitenessAwarePriorityQueue:
         now = clock() if self._mw is not None else self._tick
         self._len = restore(saved, self._pqfactory, self._index, now)
 
-    def _pqfactory(self, host_key: str, startprios: Iterable[int] = ()) -> ScrapyPriorityQueue:
+    def _pqfactory(self, host_key: str, startprios: Iterable[int] = ()) -> HostQueue:
+        if self._memory is not None and not startprios:
+            return MemoryHostQueue(*self._memory)
         return ScrapyPriorityQueue(
             self.crawler, self.downstream_queue_cls, host_dir(self.key, host_key),
             startprios, start_queue_cls=self._start_queue_cls)

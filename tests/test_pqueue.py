@@ -592,3 +592,25 @@ def test_no_more_than_idle_max_hosts_are_kept(mw: PolitenessMiddleware, clock: C
     assert q.pop() is None  # nothing pending; the idle hosts are trimmed on the way
     assert list(q._index.idle) == hosts[-2:]
     assert set(q._index.hosts) == set(hosts[-2:])
+
+
+def test_memory_hosts_keep_their_requests_on_deques_disk_hosts_in_scrapys_queue(
+        mw: PolitenessMiddleware, clock: Clock, tmp_path: Path) -> None:
+    """Scrapy's memory queues: a MemoryHostQueue per host (no factory call and
+    about eight objects fewer per host that fills); a disk queue (JOBDIR)
+    keeps ScrapyPriorityQueue and its files."""
+    from scrapy.pqueues import ScrapyPriorityQueue
+
+    from scrapy_politeness.hostqueue import MemoryHostQueue
+
+    memory = _queue(mw.crawler)
+    disk = _queue(mw.crawler, PickleFifoDiskQueue, str(tmp_path / "q"))
+    for q in (memory, disk):
+        q.push(Request(url("a.test", 1), priority=1))
+        q.push(Request(url("a.test", 2), priority=5))
+    assert isinstance(memory._index.hosts["a.test"].queue, MemoryHostQueue)
+    assert isinstance(disk._index.hosts["a.test"].queue, ScrapyPriorityQueue)
+    assert [r.url for r in drain(memory)] == [url("a.test", 2), url("a.test", 1)]
+    assert [r.url for r in drain(disk)] == [url("a.test", 2), url("a.test", 1)]
+    memory.close()
+    disk.close()
