@@ -80,15 +80,9 @@ class PolitenessAwarePriorityQueue:
         return cls(crawler, downstream_queue_cls, key, startprios,
                    start_queue_cls=start_queue_cls)
 
-    def __init__(
-        self,
-        crawler: Crawler,
-        downstream_queue_cls: type[QueueProtocol],
-        key: str,
-        startprios: dict[str, Iterable[int]] | None = None,
-        *,
-        start_queue_cls: type[QueueProtocol] | None = None,
-    ) -> None:
+    def __init__(self, crawler: Crawler, downstream_queue_cls: type[QueueProtocol], key: str,
+                 startprios: dict[str, Iterable[int]] | None = None, *,
+                 start_queue_cls: type[QueueProtocol] | None = None) -> None:
         saved = check_startprios(self, startprios)
         self.crawler = crawler
         self.downstream_queue_cls = downstream_queue_cls
@@ -123,6 +117,18 @@ class PolitenessAwarePriorityQueue:
             return now  # restored from disk and not popped yet, or ignored by the gate
         hint = host.hint = self._mw.view.hint_for(host.key, host.hostname)
         return self._handed.estimate(hint, now)
+
+    def _bound(self, host: HostEntry) -> float:
+        """A lower bound of ``host``'s estimate from its IP alone (``-inf``: none):
+        one IP table read instead of the gate's whole view of the host."""
+        hint = host.hint
+        if hint is None or hint.ip is None:
+            return -math.inf
+        ready = self._mw.view.ip_ready(hint.ip)  # type: ignore[union-attr]
+        return self._handed.ip_estimate(hint.ip, ready, hint.ip_interval)
+
+    def _settle(self, now: float) -> tuple[str | None, float, float]:
+        return self._index.settle(now, self._estimate, self._bound)
 
     def _retime(self, key: str) -> None:
         """The gate changed ``key``'s buckets (feedback, Crawl-delay): estimate it anew.
@@ -213,7 +219,7 @@ class PolitenessAwarePriorityQueue:
             if mw is None:
                 key, fresh, soonest = index.top(), now, now
             else:
-                key, fresh, soonest = index.settle(now, self._estimate)
+                key, fresh, soonest = self._settle(now)
             if key is None:
                 return None
             if fresh > now + _LEAD:  # nothing eligible: requests wait here, not in the gate
@@ -256,12 +262,12 @@ class PolitenessAwarePriorityQueue:
         """When ``pop`` will next hand out a request (``inf`` when empty or resolving)."""
         if self._mw is None:
             return clock() if self._index.top() is not None else math.inf
-        return self._index.settle(clock(), self._estimate)[2]
+        return self._settle(clock())[2]
 
     def peek(self) -> Request | None:
         """The request ``pop`` would hand out next (needs a downstream ``peek``)."""
         index = self._index
-        key = index.settle(clock(), self._estimate)[0] if self._mw is not None else index.top()
+        key = self._settle(clock())[0] if self._mw is not None else index.top()
         return None if key is None else index.hosts[key].queue.peek()
 
     def _remove(self, key: str) -> None:

@@ -614,3 +614,39 @@ def test_memory_hosts_keep_their_requests_on_deques_disk_hosts_in_scrapys_queue(
     assert [r.url for r in drain(disk)] == [url("a.test", 2), url("a.test", 1)]
     memory.close()
     disk.close()
+
+
+def test_hosts_behind_a_busy_ip_cost_no_gate_lookups_each(
+        mw: PolitenessMiddleware, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """20 IPs x 50 hosts: every start on an IP leaves its 49 other hosts' heap
+    entries behind. The IP's state read once in a settle moves them, instead
+    of one gate look-up each (up to MAX_REEVAL per pop)."""
+    q = _queue(mw.crawler)
+    hosts = [(f"h{i}.test", f"127.0.8.{i % 20}") for i in range(1000)]
+    for host, ip in hosts:
+        on_ip(mw, host, ip)
+        q.push(Request(url(host)))
+    calls = 0
+    real_hint = mw.view.hint_for
+
+    def counting_hint(key: str, hostname: str) -> Any:
+        nonlocal calls
+        calls += 1
+        return real_hint(key, hostname)
+
+    monkeypatch.setattr(mw.view, "hint_for", counting_hint)
+    starts: dict[str, list[float]] = {}
+    for _ in range(len(hosts)):
+        r = take(q)
+        assert r is not None
+        host = r.url.split("/")[2]
+        ip = mw.dns._cache[host][0]
+        assert ip is not None
+        reached(mw, r)  # the gate releases it at once: the IP is spent now
+        mw.ips.spend(ip, clock.now, INTERVAL)
+        mw.hosts.get(host).last_start = clock.now
+        starts.setdefault(ip, []).append(clock.now)
+    assert q.pop() is None
+    assert all(b - a >= INTERVAL - 1e-9 for s in starts.values() for a, b in zip(s, s[1:]))
+    print(f"gate look-ups per pop: {calls / len(hosts):.2f}")
+    assert calls <= 10 * len(hosts), calls / len(hosts)  # 28 per pop before
