@@ -46,50 +46,48 @@ def memory_order(queue_cls: type[QueueProtocol],
 
 
 class MemoryHostQueue:
-    """``ScrapyPriorityQueue``'s protocol and order for Scrapy's memory queues."""
+    """``ScrapyPriorityQueue``'s protocol and order for Scrapy's memory queues.
 
-    __slots__ = ("_len", "_lifo", "_queues", "_start_lifo", "_starts", "curprio")
+    One deque per (priority, start request or not), under the key
+    ``2 * -priority + is_start``: the smallest key is the next queue, which
+    puts the lowest ``-priority`` first and, at one priority, the other
+    requests before the start requests, as ``ScrapyPriorityQueue.pop`` does.
+    """
+
+    __slots__ = ("_len", "_lifo", "_queues", "_start_lifo", "curkey")
 
     def __init__(self, lifo: bool, start_lifo: bool | None) -> None:
         self._lifo = lifo
         self._start_lifo = start_lifo  # None: start requests share the other queues
         self._queues: dict[int, deque[Request]] = {}
-        self._starts: dict[int, deque[Request]] = {}
-        self.curprio: int | None = None
+        self.curkey: int | None = None
         self._len = 0
 
     def push(self, request: Request) -> None:
-        priority = -request.priority
+        key = -2 * request.priority
         if self._start_lifo is not None and request.meta.get("is_start_request", False):
-            queues = self._starts
-        else:
-            queues = self._queues
-        q = queues.get(priority)
+            key += 1
+        q = self._queues.get(key)
         if q is None:
-            q = queues[priority] = deque()
+            q = self._queues[key] = deque()
         q.append(request)
         self._len += 1
-        if self.curprio is None or priority < self.curprio:
-            self.curprio = priority
+        if self.curkey is None or key < self.curkey:
+            self.curkey = key
 
     def _next(self, *, remove: bool) -> Request | None:
-        prio = self.curprio
-        if prio is None:
+        key = self.curkey
+        if key is None:
             return None
-        queues, lifo = self._queues, self._lifo
-        q = queues.get(prio)
-        if q is None:  # at one priority, start requests come after the others
-            queues, lifo = self._starts, bool(self._start_lifo)
-            q = queues[prio]  # curprio always names a non-empty queue
+        q = self._queues[key]  # curkey always names a non-empty queue
+        lifo = self._start_lifo if key & 1 else self._lifo
         if not remove:
             return q[-1] if lifo else q[0]
         request = q.pop() if lifo else q.popleft()
         self._len -= 1
         if not q:
-            del queues[prio]
-            if prio not in self._queues and prio not in self._starts:
-                rest = [*self._queues, *self._starts]
-                self.curprio = min(rest) if rest else None
+            del self._queues[key]
+            self.curkey = min(self._queues) if self._queues else None
         return request
 
     def pop(self) -> Request | None:
@@ -102,10 +100,9 @@ class MemoryHostQueue:
 
     def close(self) -> list[int]:
         """The priorities still holding requests (dropped: memory does not persist)."""
-        prios = sorted(set(self._queues) | set(self._starts))
+        prios = sorted({key >> 1 for key in self._queues})  # floor: 2p + 1 >> 1 == p
         self._queues.clear()
-        self._starts.clear()
-        self.curprio = None
+        self.curkey = None
         self._len = 0
         return prios
 
