@@ -109,9 +109,17 @@ class HostHeap:
         looked = bumped = 0
         while key is not None and looked < MAX_REEVAL:
             host = hosts[key]
-            if bound is not None and bumped < MAX_BUMPS:
+            n = len(heap)
+            limit = math.inf if n < 2 else heap[1][0]
+            if n > 2 and heap[2][0] < limit:
+                limit = heap[2][0]
+            if limit < now:
+                limit = now
+            # Moved by its bound only when a look-up would move it too (the bound is
+            # past the next entries): a tie goes to the host looked up, as before.
+            if bound is not None and bumped < MAX_BUMPS and n > 1:
                 floor = bound(host)
-                if floor > heap[0][0]:
+                if floor > limit:
                     bumped += 1
                     host.seq = next(self._seq)
                     heapq.heapreplace(heap, (floor, host.seq, key))
@@ -119,13 +127,7 @@ class HostHeap:
                     continue
             looked += 1
             fresh = estimate(host, now)
-            n = len(heap)
-            if n < 2:
-                return key, fresh, fresh
-            limit = heap[1][0]
-            if n > 2 and heap[2][0] < limit:
-                limit = heap[2][0]
-            if fresh <= (limit if limit > now else now):
+            if fresh <= limit:
                 return key, fresh, fresh
             host.seq = next(self._seq)
             heapq.heapreplace(heap, (fresh, host.seq, key))

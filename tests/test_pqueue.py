@@ -651,3 +651,24 @@ def test_hosts_behind_a_busy_ip_cost_no_gate_lookups_each(
     assert all(b - a >= INTERVAL - 1e-9 for s in starts.values() for a, b in itertools.pairwise(s))
     print(f"gate look-ups per pop: {calls / len(hosts):.2f}")
     assert calls <= 10 * len(hosts), calls / len(hosts)  # 28 per pop before
+
+
+def test_hosts_sharing_an_ip_take_turns(mw: PolitenessMiddleware, clock: Clock) -> None:
+    """Three hosts on one IP whose spacing equals theirs: whenever the IP is free all
+    three are due at once, and each must get its turn. (Moving the others to the IP's
+    bound gave them a later place in ties: the first host took every start.)"""
+    q = _queue(mw.crawler)
+    for host in ("a.test", "b.test", "c.test"):
+        on_ip(mw, host, "127.0.9.3")
+        for n in range(10):
+            q.push(Request(url(host, n)))
+    served: Counter[str] = Counter()
+    for _ in range(12):
+        r = take(q)
+        assert r is not None
+        host = r.url.split("/")[2]
+        reached(mw, r)
+        mw.ips.spend("127.0.9.3", clock.now, INTERVAL)
+        mw.hosts.get(host).last_start = clock.now
+        served[host] += 1
+    assert served == {"a.test": 4, "b.test": 4, "c.test": 4}
