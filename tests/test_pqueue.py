@@ -199,7 +199,7 @@ def test_a_host_the_gate_retimes_earlier_comes_forward(
     assert q.pop() is None
     assert q.next_eligible() == start + 3  # z; a is stored at start + 5
     mw.hosts.get("a.test").adaptive = 2.0  # then a healthy answer narrowed it
-    mw._retime("a.test")
+    mw.driver.retime("a.test")  # what feedback does when it moves a host
     clock.now = start + 2
     second = q.pop()
     assert second is not None
