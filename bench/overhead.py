@@ -120,14 +120,15 @@ def _case_lines(case: Case, runs: list[tuple[str, CrawlRun, int]], n: int) -> li
         f"{n:,} requests ({case.about}), CONCURRENT_REQUESTS={case.concurrent}. "
         f"Load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}.", "",
         "| run | config | 200s | process CPU s | crawl-phase CPU s | crawl wall s "
-        "| requests/s | process CPU µs/request |",
-        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| requests/s | process CPU µs/request | GC runs gen 0 / 2 |",
+        "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for i, (config, run, got) in enumerate(runs, 1):
         wall = float(run.result["crawl_wall"])
+        gcs = [g.get("collections", 0) for g in run.result.get("gc_collections", [{}] * 3)]
         lines.append(f"| {i} | {config} | {got} | {run.cpu:.2f} | "
                      f"{run.result['crawl_cpu']:.2f} | {wall:.2f} | {n / wall:.0f} "
-                     f"| {run.cpu / n * 1e6:.0f} |")
+                     f"| {run.cpu / n * 1e6:.0f} | {gcs[0]} / {gcs[-1]} |")
 
     def med(config: str, field: str) -> float:
         return statistics.median(r.cpu if field == "cpu" else float(r.result[field])

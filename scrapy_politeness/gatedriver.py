@@ -81,6 +81,7 @@ class GateDriver:
             if fut.done():  # its download was cancelled while it waited
                 self.gate.done(release.key)
             else:
+                release.token = None  # type: ignore[assignment]  # no future <-> release cycle
                 fut.set_result(release)
         self._arm()
 

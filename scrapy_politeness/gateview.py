@@ -87,9 +87,12 @@ class GateView:
         else:
             host_ready = state.eligible_at() + margin
             interval, ip_interval = state.interval(), state.ip_interval()
-        ip_at = self.ips.eligible_at(ip)
-        return Hint(key, ip, host_ready, ip_at + margin if ip_at else 0.0, interval,
-                    ip_interval)
+        return Hint(key, ip, host_ready, self.ip_ready(ip), interval, ip_interval)
+
+    def ip_ready(self, ip: str | None) -> float:
+        """:attr:`Hint.ip_ready` of a request on ``ip``: one IP table read."""
+        at = self.ips.eligible_at(ip)
+        return at + self.settings.send_margin if at else 0.0
 
     def queue_key(self, request: Request) -> str:
         """The host key the scheduler queue files ``request`` under (``IGNORED``:

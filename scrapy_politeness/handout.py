@@ -174,14 +174,19 @@ class HandedOut:
             at = now
         ip = hint.ip
         if ip is not None:
-            pending = self.by_ip.get(ip)
-            ip_at = hint.ip_ready
-            if pending:
-                since = self.ip_since[ip]
-                ip_at = (ip_at if ip_at > since else since) + pending * hint.ip_interval
+            ip_at = self.ip_estimate(ip, hint.ip_ready, hint.ip_interval)
             if ip_at > at:
                 at = ip_at
         return at
+
+    def ip_estimate(self, ip: str, ip_ready: float, ip_interval: float) -> float:
+        """The IP's part of :meth:`estimate`: when ``ip`` (ready at ``ip_ready``)
+        would take one more request adding ``ip_interval``."""
+        pending = self.by_ip.get(ip)
+        if pending:
+            since = self.ip_since[ip]
+            return (ip_ready if ip_ready > since else since) + pending * ip_interval
+        return ip_ready
 
     def forget(self, request: Request) -> None:
         entry = self.requests.pop(request, None)

@@ -21,13 +21,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from scrapy.pqueues import ScrapyPriorityQueue
-
     from .gateview import Hint
+    from .hostqueue import HostQueue
 
-__all__ = ["IDLE_KEEP", "IDLE_MAX", "MAX_REEVAL", "HostEntry", "HostHeap"]
+__all__ = ["IDLE_KEEP", "IDLE_MAX", "MAX_BUMPS", "MAX_REEVAL", "HostEntry", "HostHeap"]
 
 MAX_REEVAL = 16  # gate look-ups per settle before taking the heap's top as is
+MAX_BUMPS = 64  # cheap moves (see HostHeap.settle's ``bound``) per settle
 IDLE_KEEP = 1.0  # seconds an emptied host keeps its queue, for its next request
 IDLE_MAX = 256  # at most this many idle hosts (each holds objects the GC walks; a disk
 # queue holds open files)
@@ -42,7 +42,7 @@ class HostEntry:
 
     __slots__ = ("hint", "hostname", "key", "queue", "seq")
 
-    def __init__(self, key: str, queue: ScrapyPriorityQueue) -> None:
+    def __init__(self, key: str, queue: HostQueue) -> None:
         self.key = key
         self.queue = queue
         self.hostname: str | None = None
@@ -87,6 +87,7 @@ class HostHeap:
         return None
 
     def settle(self, now: float, estimate: Callable[[HostEntry, float], float],
+               bound: Callable[[HostEntry], float] | None = None,
                ) -> tuple[str | None, float, float]:
         """The top host, its fresh estimate, and a lower bound of the soonest start.
 
@@ -96,22 +97,37 @@ class HostHeap:
         look-ups; when they run out, the bound is the smaller of the top's
         fresh estimate and the next stored one, and the caller tries again on
         the engine's next pull.
+
+        ``bound(host)``, if given, is a cheap lower bound of ``estimate``
+        (``-inf``: none known): a top entry below it moves there without a
+        look-up. Hosts sharing a busy IP were all left behind by its last
+        start; each would otherwise cost a full look-up to find out.
         """
         heap = self.heap
         hosts = self.hosts
         key = self.top()
-        for _ in range(MAX_REEVAL):
-            if key is None:
-                return None, math.inf, math.inf
+        looked = bumped = 0
+        while key is not None and looked < MAX_REEVAL:
             host = hosts[key]
-            fresh = estimate(host, now)
             n = len(heap)
-            if n < 2:
-                return key, fresh, fresh
-            bound = heap[1][0]
-            if n > 2 and heap[2][0] < bound:
-                bound = heap[2][0]
-            if fresh <= (bound if bound > now else now):
+            limit = math.inf if n < 2 else heap[1][0]
+            if n > 2 and heap[2][0] < limit:
+                limit = heap[2][0]
+            if limit < now:
+                limit = now
+            # Moved by its bound only when a look-up would move it too (the bound is
+            # past the next entries): a tie goes to the host looked up, as before.
+            if bound is not None and bumped < MAX_BUMPS and n > 1:
+                floor = bound(host)
+                if floor > limit:
+                    bumped += 1
+                    host.seq = next(self._seq)
+                    heapq.heapreplace(heap, (floor, host.seq, key))
+                    key = self.top()
+                    continue
+            looked += 1
+            fresh = estimate(host, now)
+            if fresh <= limit:
                 return key, fresh, fresh
             host.seq = next(self._seq)
             heapq.heapreplace(heap, (fresh, host.seq, key))

@@ -109,7 +109,7 @@ class PolitenessMiddleware:
         self.backend = backend
         self.shared = None if backend is None else SharedSync(
             backend, self.hosts, self.slip, self.stats, on_dead=self._died_elsewhere,
-            on_change=self._retime)
+            on_change=self.driver.retime)
         self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
         self._dispatched: dict[Request, Dispatch] = {}
@@ -151,9 +151,6 @@ class PolitenessMiddleware:
     def add_listener(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(key)`` whenever the gate re-times a host key (the queue)."""
         self.driver.add_listener(listener)
-
-    def _retime(self, key: str) -> None:
-        self.driver.retime(key)
 
     # -- the request ---------------------------------------------------------
 
@@ -267,7 +264,7 @@ class PolitenessMiddleware:
         if outcome.became_dead:
             self.drops.died_here(now, key, state, outcome.after)
         if state.adaptive != adaptive or state.not_before != not_before:
-            self._retime(key)  # its instants moved (re-timing costs a heap entry a response)
+            self.driver.retime(key)  # its instants moved (re-timing costs a heap entry a response)
         self.driver.pump(now)
 
     def _died_elsewhere(self, key: str) -> None:
@@ -305,6 +302,7 @@ class PolitenessMiddleware:
             self._pin.restore()
             self._pin = None
         self.observer.sync_dns_stats(self.dns)
+        self.dns.close()
         now = self.loop.time() if self.loop is not None else None
         self.jobstate.save(self.hosts, self.ips, now or 0.0, self.stats)
         self.observer.report()

@@ -11,8 +11,8 @@ counts downloads, not waiters. The middleware's gate stays the enforcement
 point: whatever a queue does, nothing starts before both buckets allow it.
 
 Each new host name is resolved when its first request is enqueued, so the IP
-bucket is known when the queue chooses. One Scrapy priority queue per host key
-keeps Scrapy's priorities and FIFO/LIFO order; the hosts' heap is in
+bucket is known when the queue chooses. One queue per host key keeps Scrapy's
+priorities and FIFO/LIFO order (:mod:`.hostqueue`); the hosts' heap is in
 :mod:`.hostheap`, ``JOBDIR`` state in :mod:`.queuestate`.
 """
 
@@ -31,6 +31,7 @@ from .dns import DnsCache
 from .gateview import IGNORED
 from .handout import Waker, gate_of, handed_out_for, wake_engine
 from .hostheap import HostEntry, HostHeap
+from .hostqueue import HostQueue, MemoryHostQueue, memory_order
 from .queuestate import check_startprios, host_dir, reclaim, rescue, restore
 
 if TYPE_CHECKING:
@@ -73,31 +74,20 @@ class PolitenessAwarePriorityQueue:
     """
 
     @classmethod
-    def from_crawler(
-        cls,
-        crawler: Crawler,
-        downstream_queue_cls: type[QueueProtocol],
-        key: str,
-        startprios: dict[str, Iterable[int]] | None = None,
-        *,
-        start_queue_cls: type[QueueProtocol] | None = None,
-    ) -> Self:
+    def from_crawler(cls, crawler: Crawler, downstream_queue_cls: type[QueueProtocol], key: str,
+                     startprios: dict[str, Iterable[int]] | None = None, *,
+                     start_queue_cls: type[QueueProtocol] | None = None) -> Self:
         return cls(crawler, downstream_queue_cls, key, startprios,
                    start_queue_cls=start_queue_cls)
 
-    def __init__(
-        self,
-        crawler: Crawler,
-        downstream_queue_cls: type[QueueProtocol],
-        key: str,
-        startprios: dict[str, Iterable[int]] | None = None,
-        *,
-        start_queue_cls: type[QueueProtocol] | None = None,
-    ) -> None:
+    def __init__(self, crawler: Crawler, downstream_queue_cls: type[QueueProtocol], key: str,
+                 startprios: dict[str, Iterable[int]] | None = None, *,
+                 start_queue_cls: type[QueueProtocol] | None = None) -> None:
         saved = check_startprios(self, startprios)
         self.crawler = crawler
         self.downstream_queue_cls = downstream_queue_cls
         self._start_queue_cls = start_queue_cls
+        self._memory = memory_order(downstream_queue_cls, start_queue_cls)
         self.key = key
         self._mw = gate_of(crawler)
         self._handed = handed_out_for(crawler)
@@ -112,7 +102,9 @@ class PolitenessAwarePriorityQueue:
         now = clock() if self._mw is not None else self._tick
         self._len = restore(saved, self._pqfactory, self._index, now)
 
-    def _pqfactory(self, host_key: str, startprios: Iterable[int] = ()) -> ScrapyPriorityQueue:
+    def _pqfactory(self, host_key: str, startprios: Iterable[int] = ()) -> HostQueue:
+        if self._memory is not None and not startprios:
+            return MemoryHostQueue(*self._memory)
         return ScrapyPriorityQueue(
             self.crawler, self.downstream_queue_cls, host_dir(self.key, host_key),
             startprios, start_queue_cls=self._start_queue_cls)
@@ -125,6 +117,18 @@ class PolitenessAwarePriorityQueue:
             return now  # restored from disk and not popped yet, or ignored by the gate
         hint = host.hint = self._mw.view.hint_for(host.key, host.hostname)
         return self._handed.estimate(hint, now)
+
+    def _bound(self, host: HostEntry) -> float:
+        """A lower bound of ``host``'s estimate from its IP alone (``-inf``: none):
+        one IP table read instead of the gate's whole view of the host."""
+        hint = host.hint
+        if hint is None or hint.ip is None:
+            return -math.inf
+        ready = self._mw.view.ip_ready(hint.ip)  # type: ignore[union-attr]
+        return self._handed.ip_estimate(hint.ip, ready, hint.ip_interval)
+
+    def _settle(self, now: float) -> tuple[str | None, float, float]:
+        return self._index.settle(now, self._estimate, self._bound)
 
     def _retime(self, key: str) -> None:
         """The gate changed ``key``'s buckets (feedback, Crawl-delay): estimate it anew.
@@ -215,7 +219,7 @@ class PolitenessAwarePriorityQueue:
             if mw is None:
                 key, fresh, soonest = index.top(), now, now
             else:
-                key, fresh, soonest = index.settle(now, self._estimate)
+                key, fresh, soonest = self._settle(now)
             if key is None:
                 return None
             if fresh > now + _LEAD:  # nothing eligible: requests wait here, not in the gate
@@ -258,12 +262,12 @@ class PolitenessAwarePriorityQueue:
         """When ``pop`` will next hand out a request (``inf`` when empty or resolving)."""
         if self._mw is None:
             return clock() if self._index.top() is not None else math.inf
-        return self._index.settle(clock(), self._estimate)[2]
+        return self._settle(clock())[2]
 
     def peek(self) -> Request | None:
         """The request ``pop`` would hand out next (needs a downstream ``peek``)."""
         index = self._index
-        key = index.settle(clock(), self._estimate)[0] if self._mw is not None else index.top()
+        key = self._settle(clock())[0] if self._mw is not None else index.top()
         return None if key is None else index.hosts[key].queue.peek()
 
     def _remove(self, key: str) -> None:

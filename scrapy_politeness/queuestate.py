@@ -21,11 +21,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from scrapy import Request
-    from scrapy.pqueues import ScrapyPriorityQueue
     from scrapy.statscollectors import StatsCollector
 
     from .handout import HandedOut
     from .hostheap import HostHeap
+    from .hostqueue import HostQueue
 
 __all__ = ["check_startprios", "host_dir", "reclaim", "rescue", "restore"]
 
@@ -43,7 +43,7 @@ def check_startprios(queue: object, startprios: Any) -> dict[str, Iterable[int]]
 
 
 def restore(saved: dict[str, Iterable[int]],
-            make_queue: Callable[[str, Iterable[int]], ScrapyPriorityQueue],
+            make_queue: Callable[[str, Iterable[int]], HostQueue],
             index: HostHeap, now: float) -> int:
     """Reopen the saved host queues into ``index``; the number of requests in them."""
     total = 0

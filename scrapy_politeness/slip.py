@@ -77,7 +77,7 @@ class SendSlip:
         if self.shared is None:
             dispatch.spent = state.last_start
             dispatch.ip_next = self.ips.eligible_at(dispatch.ip)
-        self.recent.add(dispatch, now + 2.0 * self.lag)
+        self.recent.add(dispatch, now + 2.0 * self.lag, now)
 
     def respend(self, release: Release[Any], now: float) -> None:
         """Move the spend from the gate's release to the estimated real send.

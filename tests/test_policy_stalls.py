@@ -19,3 +19,14 @@ def test_sends_older_than_the_horizon_are_forgotten() -> None:
     recent.add("new", 11.0)
     assert recent.caught_by(9.0, 11.1) == ["new"]  # "old" left long before: pruned
     assert len(recent) == 1
+
+
+def test_without_stalls_only_a_horizon_of_sends_is_kept() -> None:
+    """Each kept send is an object every full garbage collection walks: a crawl
+    with no stall must not keep thousands of them (it kept up to 4,096)."""
+    recent: RecentSends[int] = RecentSends(horizon=0.5)
+    for i in range(5000):
+        now = i * 0.01
+        recent.add(i, now + 0.002, now)
+    assert len(recent) <= 52
+    assert recent.caught_by(49.985, 49.99) == [4999]

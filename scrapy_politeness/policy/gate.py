@@ -25,9 +25,13 @@ __all__ = ["Gate", "Release"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Release(Generic[T]):
-    """One request the gate let through, and what it spent."""
+    """One request the gate let through, and what it spent.
+
+    Not frozen: a driver that hands the release to its token (a future set to
+    the release) clears ``token`` first, or the two would form a reference
+    cycle that only the garbage collector frees, one per request."""
 
     token: T
     key: str

@@ -37,8 +37,16 @@ class RecentSends(Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
-    def add(self, item: T, send_at: float) -> None:
-        self._items.append((send_at, item))
+    def add(self, item: T, send_at: float, now: float | None = None) -> None:
+        """Keep ``item``; with ``now``, forget what is past the horizon already,
+        so a crawl without stalls holds a horizon's worth, not ``maxlen``: each
+        item kept is one more object every full garbage collection walks."""
+        items = self._items
+        if now is not None:
+            cutoff = now - self.horizon
+            while items and items[0][0] < cutoff:
+                items.popleft()
+        items.append((send_at, item))
 
     def caught_by(self, stall_start: float, now: float) -> list[T]:
         """The items whose estimated send came at or after ``stall_start``:

@@ -1,0 +1,113 @@
+"""A host key's requests in memory, in Scrapy's order, on plain deques.
+
+The scheduler queue keeps one queue per host key. Scrapy's
+``ScrapyPriorityQueue`` builds a downstream queue through
+``build_from_crawler`` for every priority that fills, and closes it when it
+empties: with thousands of hosts holding a request or two each, that was one
+factory call and about eight objects per request (and objects are what every
+full garbage collection walks). When the scheduler's memory queues are
+Scrapy's own (``scrapy.squeues.FifoMemoryQueue``/``LifoMemoryQueue``, the
+defaults), :class:`MemoryHostQueue` keeps the same order on deques: lowest
+``-priority`` first; at one priority, other requests before start requests
+(as ``ScrapyPriorityQueue`` with a start queue); within each, FIFO or LIFO as
+the configured class. Any other class (a disk queue with ``JOBDIR``, a user's
+own) keeps ``ScrapyPriorityQueue``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, TypeAlias
+
+from scrapy.pqueues import ScrapyPriorityQueue
+from scrapy.squeues import FifoMemoryQueue, LifoMemoryQueue
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.pqueues import QueueProtocol
+
+__all__ = ["HostQueue", "MemoryHostQueue", "memory_order"]
+
+# class -> pops the newest first
+_ORDER: dict[object, bool] = {FifoMemoryQueue: False, LifoMemoryQueue: True}
+
+
+def memory_order(queue_cls: type[QueueProtocol],
+                 start_queue_cls: type[QueueProtocol] | None) -> tuple[bool, bool | None] | None:
+    """``(lifo, start_lifo)`` when both classes are Scrapy's memory queues
+    (``start_lifo`` None: no start queue), else None."""
+    lifo = _ORDER.get(queue_cls)
+    if lifo is None:
+        return None
+    if start_queue_cls is None:
+        return lifo, None
+    start_lifo = _ORDER.get(start_queue_cls)
+    return None if start_lifo is None else (lifo, start_lifo)
+
+
+class MemoryHostQueue:
+    """``ScrapyPriorityQueue``'s protocol and order for Scrapy's memory queues.
+
+    One deque per (priority, start request or not), under the key
+    ``2 * -priority + is_start``: the smallest key is the next queue, which
+    puts the lowest ``-priority`` first and, at one priority, the other
+    requests before the start requests, as ``ScrapyPriorityQueue.pop`` does.
+    """
+
+    __slots__ = ("_len", "_lifo", "_queues", "_start_lifo", "curkey")
+
+    def __init__(self, lifo: bool, start_lifo: bool | None) -> None:
+        self._lifo = lifo
+        self._start_lifo = start_lifo  # None: start requests share the other queues
+        self._queues: dict[int, deque[Request]] = {}
+        self.curkey: int | None = None
+        self._len = 0
+
+    def push(self, request: Request) -> None:
+        key = -2 * request.priority
+        if self._start_lifo is not None and request.meta.get("is_start_request", False):
+            key += 1
+        q = self._queues.get(key)
+        if q is None:
+            q = self._queues[key] = deque()
+        q.append(request)
+        self._len += 1
+        if self.curkey is None or key < self.curkey:
+            self.curkey = key
+
+    def _next(self, *, remove: bool) -> Request | None:
+        key = self.curkey
+        if key is None:
+            return None
+        q = self._queues[key]  # curkey always names a non-empty queue
+        lifo = self._start_lifo if key & 1 else self._lifo
+        if not remove:
+            return q[-1] if lifo else q[0]
+        request = q.pop() if lifo else q.popleft()
+        self._len -= 1
+        if not q:
+            del self._queues[key]
+            self.curkey = min(self._queues) if self._queues else None
+        return request
+
+    def pop(self) -> Request | None:
+        return self._next(remove=True)
+
+    def peek(self) -> Request | None:
+        """What :meth:`pop` returns next (``ScrapyPriorityQueue.peek`` looks at
+        the start queue first, which ``pop`` does not)."""
+        return self._next(remove=False)
+
+    def close(self) -> list[int]:
+        """The priorities still holding requests (dropped: memory does not persist)."""
+        prios = sorted({key >> 1 for key in self._queues})  # floor: 2p + 1 >> 1 == p
+        self._queues.clear()
+        self.curkey = None
+        self._len = 0
+        return prios
+
+    def __len__(self) -> int:
+        return self._len
+
+
+HostQueue: TypeAlias = ScrapyPriorityQueue | MemoryHostQueue
