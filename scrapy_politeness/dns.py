@@ -29,7 +29,7 @@ import dns.nameserver
 import dns.rdatatype
 import dns.resolver
 
-from .dnsudp import SharedUdpNameserver, shared_udp
+from .dnsudp import SharedUdpNameserver
 from .policy import FailureKind, ip_literal
 
 __all__ = ["MAX_QUERIES", "DnsCache", "DnsStats", "dns_failure_kind", "negative_ttl_of",
@@ -119,8 +119,10 @@ class DnsCache:
             except dns.resolver.NoResolverConfiguration:
                 logger.warning("No system DNS configuration; resolving with getaddrinfo")
                 return None
-            resolver.nameservers = shared_udp(resolver.nameservers, resolver.nameserver_ports,
-                                              resolver.port)
+            resolver.nameservers = [  # plain UDP/TCP ones share a socket; DoH etc. as is
+                SharedUdpNameserver(ns.address, ns.port)
+                if type(ns) is dns.nameserver.Do53Nameserver else ns
+                for ns in resolver.nameservers]
         resolver.lifetime = timeout
         resolver.timeout = timeout
         resolver.cache = None  # our cache is the only one, so TTL policy is ours

@@ -17,16 +17,14 @@ query id for all but a few queries.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from typing import Any
 
 import dns._asyncbackend
 import dns.exception
-import dns.inet
 import dns.message
 import dns.nameserver
 
-__all__ = ["IDLE_CLOSE", "ROTATE_AFTER", "SharedUdpNameserver", "UdpChannel", "shared_udp"]
+__all__ = ["IDLE_CLOSE", "ROTATE_AFTER", "SharedUdpNameserver", "UdpChannel"]
 
 ROTATE_AFTER = 256  # queries per socket before a new one (a new random source port)
 IDLE_CLOSE = 1.0  # seconds a socket with no query in flight stays open
@@ -189,21 +187,3 @@ class SharedUdpNameserver(dns.nameserver.Do53Nameserver):
         if self._channel is not None:
             self._channel.close()
             self._channel = None
-
-
-def shared_udp(nameservers: Sequence[str | dns.nameserver.Nameserver], ports: dict[str, int],
-               default_port: int) -> list[str | dns.nameserver.Nameserver]:
-    """A resolver's nameservers with each plain (Do53) one on a shared socket.
-
-    dnspython keeps the system's nameservers as text (``/etc/resolv.conf``);
-    an address there is a Do53 nameserver on ``ports.get(address, default_port)``.
-    Others (DNS over HTTPS, ...) are kept as they are."""
-    out: list[str | dns.nameserver.Nameserver] = []
-    for ns in nameservers:
-        if isinstance(ns, str) and dns.inet.is_address(ns):
-            out.append(SharedUdpNameserver(ns, ports.get(ns, default_port)))
-        elif type(ns) is dns.nameserver.Do53Nameserver:
-            out.append(SharedUdpNameserver(ns.address, ns.port))
-        else:
-            out.append(ns)
-    return out

@@ -360,18 +360,3 @@ async def test_a_socket_serves_a_bounded_number_of_queries_then_a_new_port(
     assert await resolve(cache, "alias2.farm.test") == "127.0.0.2"  # reopens after close
     assert _udp_sockets_opened(cache) == 3
     cache.close()
-
-
-def test_the_systems_plain_nameservers_share_a_socket_too() -> None:
-    """dnspython keeps /etc/resolv.conf's nameservers as text: addresses become
-    shared-socket Do53 nameservers on their port; DNS over HTTPS stays as is."""
-    import dns.nameserver
-
-    from scrapy_politeness.dnsudp import SharedUdpNameserver, shared_udp
-
-    doh = "https://127.0.0.1/dns-query"
-    got = shared_udp(["127.0.0.53", "::1", doh, dns.nameserver.Do53Nameserver("127.0.0.9", 5353)],
-                     {"::1": 5300}, 53)
-    assert [(type(ns), getattr(ns, "address", ns), getattr(ns, "port", None)) for ns in got] == [
-        (SharedUdpNameserver, "127.0.0.53", 53), (SharedUdpNameserver, "::1", 5300),
-        (str, doh, None), (SharedUdpNameserver, "127.0.0.9", 5353)]
