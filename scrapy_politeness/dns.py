@@ -29,7 +29,6 @@ import dns.nameserver
 import dns.rdatatype
 import dns.resolver
 
-from .dnsudp import SharedUdpNameserver
 from .policy import FailureKind, ip_literal
 
 __all__ = ["MAX_QUERIES", "DnsCache", "DnsStats", "dns_failure_kind", "negative_ttl_of",
@@ -112,17 +111,14 @@ class DnsCache:
                        timeout: float) -> dns.asyncresolver.Resolver | None:
         if nameservers:
             resolver = dns.asyncresolver.Resolver(configure=False)
-            resolver.nameservers = [SharedUdpNameserver(ip, port) for ip, port in nameservers]
+            resolver.nameservers = [dns.nameserver.Do53Nameserver(ip, port)
+                                    for ip, port in nameservers]
         else:
             try:
                 resolver = dns.asyncresolver.Resolver()
             except dns.resolver.NoResolverConfiguration:
                 logger.warning("No system DNS configuration; resolving with getaddrinfo")
                 return None
-            resolver.nameservers = [  # plain UDP/TCP ones share a socket; DoH etc. as is
-                SharedUdpNameserver(ns.address, ns.port)
-                if type(ns) is dns.nameserver.Do53Nameserver else ns
-                for ns in resolver.nameservers]
         resolver.lifetime = timeout
         resolver.timeout = timeout
         resolver.cache = None  # our cache is the only one, so TTL policy is ours
@@ -130,12 +126,6 @@ class DnsCache:
 
     def __len__(self) -> int:
         return len(self._cache)
-
-    def close(self) -> None:
-        """Close the resolver's sockets (the crawl ended); a later query reopens them."""
-        for ns in self._resolver.nameservers if self._resolver is not None else ():
-            if isinstance(ns, SharedUdpNameserver):
-                ns.close()
 
     def lookup(self, hostname: str) -> object:
         """The cached IP (or None for a cached failure), or ``MISS``."""

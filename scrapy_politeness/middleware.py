@@ -302,7 +302,6 @@ class PolitenessMiddleware:
             self._pin.restore()
             self._pin = None
         self.observer.sync_dns_stats(self.dns)
-        self.dns.close()
         now = self.loop.time() if self.loop is not None else None
         self.jobstate.save(self.hosts, self.ips, now or 0.0, self.stats)
         self.observer.report()

@@ -325,38 +325,3 @@ def test_two_crawlers_closing_in_any_order_restore_the_reactor_resolver(a_first:
         assert reactor.nameResolver is original
     finally:
         reactor.installNameResolver(original)
-
-
-def _udp_sockets_opened(cache: DnsCache) -> int:
-    return sum(ns.opened for ns in cache._resolver.nameservers)  # type: ignore[union-attr]
-
-
-@pytest_twisted.ensureDeferred
-async def test_concurrent_queries_of_many_names_share_one_socket(farm: Farm) -> None:
-    """One socket (and asyncio transport) per query was about a fifth of a
-    lookup's cost over a broad crawl; answers still reach their own query,
-    a truncated one still falls back to TCP, a CNAME chain is still followed."""
-    cache = _cache(farm)
-    names = ["ok.farm.test", "huge.farm.test", "alias.farm.test", "big.farm.test",
-             "v6.farm.test", "gone.farm.test"]
-    gathered = asyncio.gather(*(cache.resolve(name) for name in names))
-    got = await Deferred.fromFuture(gathered)
-    assert got == ["127.0.0.2", "127.0.0.4", "127.0.0.2", "127.0.0.5", "::1", None]
-    assert _udp_sockets_opened(cache) == 1
-    cache.close()
-
-
-@pytest_twisted.ensureDeferred
-async def test_a_socket_serves_a_bounded_number_of_queries_then_a_new_port(
-        farm: Farm, monkeypatch: pytest.MonkeyPatch) -> None:
-    from scrapy_politeness import dnsudp
-
-    monkeypatch.setattr(dnsudp, "ROTATE_AFTER", 2)
-    cache = _cache(farm)
-    for name in ("ok.farm.test", "huge.farm.test", "alias.farm.test"):
-        assert await resolve(cache, name) is not None
-    assert _udp_sockets_opened(cache) == 2
-    cache.close()
-    assert await resolve(cache, "alias2.farm.test") == "127.0.0.2"  # reopens after close
-    assert _udp_sockets_opened(cache) == 3
-    cache.close()
