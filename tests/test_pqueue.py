@@ -7,6 +7,7 @@ cache; time is the queue's ``clock`` replaced by a fake one. No sleeps.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import math
 import random
@@ -649,7 +650,7 @@ def test_hosts_behind_a_busy_ip_cost_no_gate_lookups_each(
         mw.hosts.get(host).last_start = clock.now
         starts.setdefault(ip, []).append(clock.now)
     assert q.pop() is None
-    assert all(b - a >= INTERVAL - 1e-9 for s in starts.values() for a, b in zip(s, s[1:]))
+    assert all(b - a >= INTERVAL - 1e-9 for s in starts.values() for a, b in itertools.pairwise(s))
     print(f"gate look-ups per pop: {calls / len(hosts):.2f}")
     assert calls <= 10 * len(hosts), calls / len(hosts)  # 28 per pop before
 
