@@ -11,8 +11,9 @@ With the plugin's scheduler queue, requests wait in the scheduler and reach
 this middleware when their buckets allow; with any other queue they wait here.
 Either way nothing starts before both buckets allow it. The parts: the gate on
 the event loop (:mod:`.gatedriver`), the send slip (:mod:`.slip`), the shared
-backend (:mod:`.sharedsync`), stats and trace (:mod:`.observer`), JOBDIR state
-(:mod:`.jobstate`); the decisions themselves are in :mod:`.policy`.
+backend (:mod:`.sharedsync`), outcomes fed back (:mod:`.outcomes`), stats and
+trace (:mod:`.observer`), JOBDIR state (:mod:`.jobstate`); the decisions
+themselves are in :mod:`.policy`.
 """
 
 from __future__ import annotations
@@ -37,15 +38,13 @@ from .gateview import NETWORK_SCHEMES, GateView, Hint
 from .grouping import HostKeys
 from .jobstate import JobState
 from .observer import STATS, Observer
+from .outcomes import Outcomes
 from .policy import (
     Gate,
     HostTable,
     IPTable,
-    Signal,
-    backoff_cause_of,
     reached_server,
     retry_after_seen,
-    retry_after_verdict,
 )
 from .robots import CrawlDelays
 from .robotsfetch import RobotsPrefetch
@@ -110,6 +109,9 @@ class PolitenessMiddleware:
         self.shared = None if backend is None else SharedSync(
             backend, self.hosts, self.slip, self.stats, on_dead=self._died_elsewhere,
             on_change=self.driver.retime)
+        self.outcomes = Outcomes(
+            self.gate, self.hosts, driver=self.driver, drops=self.drops, observer=self.observer,
+            stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after)
         self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
         self._dispatched: dict[Request, Dispatch] = {}
@@ -243,29 +245,7 @@ class PolitenessMiddleware:
     def _feedback(self, dispatch: Dispatch, status: int, retry_after: float | None,
                   latency: float) -> None:
         assert self.loop is not None
-        now = self.loop.time()
-        key, ip = dispatch.key, dispatch.ip
-        self.gate.done(key)
-        state = self.hosts.get(key)
-        honoured, park = retry_after_verdict(retry_after, self.settings.max_retry_after)
-        if park:
-            self.drops.park(key, now, now + retry_after,  # type: ignore[operator]
-                            f"politeness: {key} asked for Retry-After {retry_after:.0f}s, above "
-                            f"POLITENESS_MAX_RETRY_AFTER={self.settings.max_retry_after:g}s")
-        elif honoured:
-            self.stats.inc_value(STATS + "retry_after")
-        signal = Signal(status, honoured, latency, state.latency)
-        adaptive, not_before = state.adaptive, state.not_before
-        outcome = self.hosts.feedback(key, signal, now)
-        if self.shared is not None:
-            self.shared.feedback(dispatch, signal)
-        self.observer.fed_back(now, key, state, outcome, backoff_cause_of(status, outcome),
-                               ip=ip, status=status, retry_after=retry_after, latency=latency)
-        if outcome.became_dead:
-            self.drops.died_here(now, key, state, outcome.after)
-        if state.adaptive != adaptive or state.not_before != not_before:
-            self.driver.retime(key)  # its instants moved (re-timing costs a heap entry a response)
-        self.driver.pump(now)
+        self.outcomes.feed(dispatch, status, retry_after, latency, self.loop.time())
 
     def _died_elsewhere(self, key: str) -> None:
         self.drops.dead(key, f"politeness: host {key} is dead (declared by another crawler)")
