@@ -117,7 +117,7 @@ class HostHeap:
                 limit = now
             # Moved by its bound only when a look-up would move it too (the bound is
             # past the next entries): a tie goes to the host looked up, as before.
-            if bound is not None and bumped < MAX_BUMPS and n > 1:
+            if bound is not None and bumped < MAX_BUMPS:  # n < 2: limit is inf
                 floor = bound(host)
                 if floor > limit:
                     bumped += 1

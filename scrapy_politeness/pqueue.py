@@ -113,9 +113,10 @@ class PolitenessAwarePriorityQueue:
 
     def _estimate(self, host: HostEntry, now: float) -> float:
         """The host's estimate; the gate's view it came from stays on ``host.hint``."""
-        if host.hostname is None or self._mw is None:
+        if host.hostname is None:
             return now  # restored from disk and not popped yet, or ignored by the gate
-        hint = host.hint = self._mw.view.hint_for(host.key, host.hostname)
+        hint = host.hint = self._mw.view.hint_for(  # type: ignore[union-attr]  # mw: see callers
+            host.key, host.hostname)
         return self._handed.estimate(hint, now)
 
     def _bound(self, host: HostEntry) -> float:

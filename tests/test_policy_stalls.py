@@ -8,15 +8,15 @@ from scrapy_politeness.policy.stalls import RecentSends
 def test_caught_are_the_sends_due_since_the_stall_began() -> None:
     recent: RecentSends[str] = RecentSends(horizon=0.5)
     for name, at in (("a", 10.0), ("b", 10.1), ("c", 10.2), ("d", 10.3)):
-        recent.add(name, at)
+        recent.add(name, at, at)
     assert sorted(recent.caught_by(10.15, 10.35)) == ["c", "d"]
     assert recent.caught_by(10.4, 10.45) == []
 
 
 def test_sends_older_than_the_horizon_are_forgotten() -> None:
     recent: RecentSends[str] = RecentSends(horizon=0.5)
-    recent.add("old", 10.0)
-    recent.add("new", 11.0)
+    recent.add("old", 10.0, 10.0)
+    recent.add("new", 11.0, 10.0)  # still within the horizon of "old" when added
     assert recent.caught_by(9.0, 11.1) == ["new"]  # "old" left long before: pruned
     assert len(recent) == 1
 

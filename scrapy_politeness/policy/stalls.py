@@ -37,26 +37,25 @@ class RecentSends(Generic[T]):
     def __len__(self) -> int:
         return len(self._items)
 
-    def add(self, item: T, send_at: float, now: float | None = None) -> None:
-        """Keep ``item``; with ``now``, forget what is past the horizon already,
-        so a crawl without stalls holds a horizon's worth, not ``maxlen``: each
-        item kept is one more object every full garbage collection walks."""
-        items = self._items
-        if now is not None:
-            cutoff = now - self.horizon
-            while items and items[0][0] < cutoff:
-                items.popleft()
-        items.append((send_at, item))
+    def add(self, item: T, send_at: float, now: float) -> None:
+        """Keep ``item``, forgetting what is past the horizon already, so a crawl
+        without stalls holds a horizon's worth, not ``maxlen``: each item kept
+        is one more object every full garbage collection walks."""
+        self._prune(now)
+        self._items.append((send_at, item))
 
-    def caught_by(self, stall_start: float, now: float) -> list[T]:
-        """The items whose estimated send came at or after ``stall_start``:
-        a loop stalled from ``stall_start`` to ``now`` held them."""
+    def _prune(self, now: float) -> None:
         items = self._items
         cutoff = now - self.horizon
         while items and items[0][0] < cutoff:
             items.popleft()
+
+    def caught_by(self, stall_start: float, now: float) -> list[T]:
+        """The items whose estimated send came at or after ``stall_start``:
+        a loop stalled from ``stall_start`` to ``now`` held them."""
+        self._prune(now)
         caught = []
-        for send_at, item in reversed(items):
+        for send_at, item in reversed(self._items):
             if send_at < stall_start:
                 break
             caught.append(item)
