@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -221,11 +220,11 @@ class PolitenessMiddleware:
         dispatch = self._dispatched.pop(request, None)
         if dispatch is None:
             return response  # not ours: a cache hit, a non-network scheme
-        assert self.loop is not None  # an HTTP-date is measured on the server's clock
-        retry_after = retry_after_seen(self.hosts.get(dispatch.key), response.headers.getlist(
-            b"Retry-After"), response.headers.get(b"Date"), self.loop.time(), time.time())
+        assert self.loop is not None
+        now = self.loop.time()  # an HTTP-date is measured on the server's clock
+        retry_after = retry_after_seen(self.hosts.get(dispatch.key), response.headers, now)
         latency = request.meta.get("download_latency") or 0.0
-        self._feedback(dispatch, response.status, retry_after, float(latency))
+        self.outcomes.feed(dispatch, response.status, retry_after, float(latency), now)
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
@@ -240,12 +239,8 @@ class PolitenessMiddleware:
             self.stats.inc_value(STATS + kind.value)
             self.driver.done(dispatch.key)
             return
-        self._feedback(dispatch, 0, None, 0.0)
-
-    def _feedback(self, dispatch: Dispatch, status: int, retry_after: float | None,
-                  latency: float) -> None:
         assert self.loop is not None
-        self.outcomes.feed(dispatch, status, retry_after, latency, self.loop.time())
+        self.outcomes.feed(dispatch, 0, None, 0.0, self.loop.time())
 
     def _died_elsewhere(self, key: str) -> None:
         self.drops.dead(key, f"politeness: host {key} is dead (declared by another crawler)")

@@ -538,13 +538,13 @@ def test_only_a_response_that_moves_a_host_retimes_it(mw: PolitenessMiddleware,
     mw.loop = SimpleNamespace(time=lambda: clock.now)  # type: ignore[assignment]
     mw.hosts.get("a.test")  # at its floor: a healthy answer keeps its interval
     sent = Dispatch("a.test", clock.now)
-    mw._feedback(sent, 200, None, 0.01)
+    mw.outcomes.feed(sent, 200, None, 0.01, clock.now)
     assert retimed == []
-    mw._feedback(sent, 503, None, 0.01)  # backs off
+    mw.outcomes.feed(sent, 503, None, 0.01, clock.now)  # backs off
     assert retimed == ["a.test"]
     state = mw.hosts.get("a.test")
     state.adaptive = state.config.ceiling  # nowhere further to back off to ...
-    mw._feedback(sent, 200, 30.0, 0.01)  # ... but a Retry-After moves its not-before
+    mw.outcomes.feed(sent, 200, 30.0, 0.01, clock.now)  # ... but a Retry-After moves its not-before
     assert retimed == ["a.test", "a.test"]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from email.utils import formatdate
 
 import pytest
@@ -111,5 +112,31 @@ def test_the_middleware_measures_a_date_from_the_tightest_date_seen() -> None:
                      "Retry-After": formatdate(base + 3, usegmt=True)})
         wait = mw.hosts.get("a.example").not_before - start
         assert 1.9 <= wait <= 2.0 + 1e-3  # 2 s from base + 1, not 3 s from base
+    finally:
+        loop.close()
+
+
+def test_an_unreadable_date_does_not_bring_our_own_clock_back() -> None:
+    """A server whose clock runs 100 s behind ours: once its Dates are known, a
+    429 with a garbled Date still pauses until the instant it names (our wall
+    clock, 100 s ahead, would put that instant in the past: no pause at all)."""
+    mw = PolitenessMiddleware.from_crawler(get_crawler(settings_dict={
+        "POLITENESS_DNS_HOSTS_FILE": "", "POLITENESS_DEFAULT": 30.0}))
+    loop = mw.loop = asyncio.new_event_loop()
+    try:
+        behind = time.time() - 100.0 - loop.time()  # the server's unix time at our monotonic 0
+
+        def answer(status: int, headers: dict[str, str]) -> None:
+            request = Request("http://a.example/")
+            mw._dispatched[request] = Dispatch("a.example", loop.time(), None)
+            mw.process_response(request, Response(request.url, status=status,
+                                                  request=request, headers=headers))
+
+        answer(429, {"Date": _date(behind + loop.time()).decode(), "Retry-After": "0"})
+        start = loop.time()
+        answer(429, {"Date": "garbage",
+                     "Retry-After": formatdate(math.ceil(behind + start + 10), usegmt=True)})
+        wait = mw.hosts.get("a.example").not_before - start
+        assert 9.0 <= wait <= 11.1
     finally:
         loop.close()

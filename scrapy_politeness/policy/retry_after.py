@@ -7,15 +7,16 @@ several headers; none of that may make the crawl faster or crash it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from datetime import timezone
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from .tables import HostState
 
-__all__ = ["DRIFT", "ServerDates", "note_date", "parse_retry_after", "retry_after_of",
+__all__ = ["DRIFT", "Headers", "ServerDates", "note_date", "parse_retry_after", "retry_after_of",
            "retry_after_seen", "server_clock", "server_now"]
 
 
@@ -108,19 +109,17 @@ class ServerDates:
     never ends early, unless the server's clock steps back).
     """
 
-    __slots__ = ("last", "seen")
+    __slots__ = ("seen",)
     KEEP = 8
 
     def __init__(self) -> None:
-        self.last: bytes | None = None
         self.seen: list[tuple[bytes, float]] = []
 
     def note(self, date: bytes, now: float) -> None:
         """A response with Date ``date`` arrived at monotonic ``now``. Only a new
         value counts: its first arrival gives its tightest bound."""
-        if date == self.last:
+        if self.seen and self.seen[-1][0] == date:
             return
-        self.last = date
         self.seen.append((date, now))
         if len(self.seen) > self.KEEP:
             del self.seen[0]
@@ -148,24 +147,33 @@ def server_now(dates: ServerDates | None, now: float, date: str | bytes | None,
                now_wall: float) -> float:
     """The server's "now" (unix time) to measure an HTTP-date Retry-After from:
     the tightest bound the host's Date headers give (``dates``, at monotonic
-    ``now``), else :func:`server_clock`."""
+    ``now``; the response's own Date is among them), else :func:`server_clock`.
+    An unreadable Date never brings our own wall clock back in beside them."""
     best = dates.bound(now) if dates is not None else None
-    if date is None and best is not None:
-        return best
-    this = server_clock(date, now_wall)
-    return this if best is None or this > best else best
+    return best if best is not None else server_clock(date, now_wall)
 
 
-def retry_after_seen(state: HostState, values: list[bytes], date: bytes | None, now: float,
-                     now_wall: float) -> float | None:
+class Headers(Protocol):
+    """The part of a response's headers read here (Scrapy's ``Headers``)."""
+
+    def getlist(self, key: bytes) -> list[bytes]: ...
+    def get(self, key: bytes) -> bytes | None: ...
+
+
+def retry_after_seen(state: HostState, headers: Headers, now: float,
+                     wall_clock: Callable[[], float] = time.time) -> float | None:
     """One response: note its ``Date`` in ``state.dates`` (at monotonic ``now``),
-    and return its Retry-After (``values``) in seconds from now, or None.
+    and return its Retry-After in seconds from now, or None.
 
     Dates are noted from a host's first Retry-After on: a host that never asks
-    for a pause costs no memory (the first pause gains little from them anyway:
-    few Dates, rarely tight)."""
-    if date is not None and (values or state.dates is not None):
+    for a pause costs no memory and no header read per response (the first
+    pause gains little from them anyway: few Dates, rarely tight)."""
+    values = headers.getlist(b"Retry-After")
+    if not values and state.dates is None:
+        return None
+    date = headers.get(b"Date")
+    if date is not None:
         state.dates = note_date(state.dates, date, now)
     if not values:
         return None
-    return retry_after_of(values, server_now(state.dates, now, date, now_wall))
+    return retry_after_of(values, server_now(state.dates, now, date, wall_clock()))
