@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import math
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .policy import Release
 from .slip import Dispatch
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
-    from .policy import HostState, Release
+    from .policy import HostState
     from .sharedsync import SharedSync
     from .slip import SendSlip
 
@@ -89,10 +89,10 @@ async def start_as_booked(booking: Booking, release: Release[Any],
             stats.inc_value("politeness/frontier/rebooked")
             return None
         stats.inc_value("politeness/frontier/sent_late")
-        return replace(release, at=now)
+        return Release(release.token, release.key, release.ip, release.interval, now)
     if booking.at > now:
         await asyncio.sleep(booking.at - now)
-    return replace(release, at=booking.at)
+    return Release(release.token, release.key, release.ip, release.interval, booking.at)
 
 
 async def go_as_booked(booking: Booking, release: Release[Any], state: HostState,

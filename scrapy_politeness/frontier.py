@@ -58,9 +58,6 @@ _LEASE = 10.0  # seconds without a heartbeat before a process's leases go back
 _IP_TTL = 600.0  # how long a host's shared IP bucket is trusted
 _RESOLVE_HOLD = 2.0  # how long a host waits for someone to write its IP
 _LOOKS = 16  # hosts re-filed per pop before answering "wait"
-# A request eligible this soon is handed out, booked at its eligible instant; the
-# middleware sleeps until it, so the engine's latency cannot shift the start.
-_LEAD = LEAD
 _MAX_QUIET = 0.5  # the longest a process goes without asking (work pushed elsewhere)
 # A process told to wait for a bucket (or handed a request from it) claims the
 # bucket's next instant; the others pass over its hosts until this long after
@@ -182,8 +179,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             self._start_heartbeat()
             next_in = float(_text(reply[6]))
             if next_in != 0:  # nothing else due now: the engine's next pull stays local
-                # next_in > 0: an instant this process claimed (or free); not capped,
-                # or the process would ask before it and find nothing
+                # next_in > 0: an instant this process claimed (or free); capped like
+                # a wait (work pushed elsewhere meanwhile)
                 self._quiet(now, next_in if next_in > 0 else _MAX_QUIET, cap=_MAX_IDLE)
                 if next_in > 0:
                     self._pending_until = self._quiet_until
@@ -217,9 +214,14 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         acks, self._acks = self._acks, []
         ips = self._routes.take_news()
         self._last_pop = clock()
-        reply: list[Any] = self._scripts["pop"](args=[
-            self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
-            _LEAD, slip, _CLAIM, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips])
+        try:
+            reply: list[Any] = self._scripts["pop"](args=[
+                self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
+                LEAD, slip, _CLAIM, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips])
+        except Exception:  # Redis away: the next pop carries them again
+            self._acks[:0] = acks
+            self._routes.give_back(ips)
+            raise
         return reply
 
     def _share_ip(self, key: str, ip: str) -> None:
@@ -252,10 +254,13 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             self._beat = asyncio.get_running_loop().call_later(_LEASE / 4, self._heartbeat)
 
     def _heartbeat(self) -> None:
-        """Keep our leases between pops (none held: nothing to keep)."""
+        """Keep our leases between pops; none held: stop (a pop that hands one
+        out starts beating again)."""
         self._beat = None
+        if not (self._leases or self._acks):
+            return
         try:
-            if (self._leases or self._acks) and clock() - self._last_pop >= _LEASE / 4:
+            if clock() - self._last_pop >= _LEASE / 4:
                 self._run_pop(0)
         except Exception:  # Redis away: the next pop reports it; keep beating
             logger.debug("politeness: frontier heartbeat failed", exc_info=True)

@@ -79,6 +79,13 @@ class HostRoutes:
         self._news.clear()
         return flat
 
+    def give_back(self, flat: list[str]) -> None:
+        """IPs taken by a pop that failed: the next pop (or the timer) carries them."""
+        for key, ip in zip(flat[::2], flat[1::2], strict=True):
+            self._news.setdefault(key, ip)
+        if self._news and self._timer is None and not self._closed:
+            self._timer = asyncio.get_running_loop().call_later(IP_NEWS, self._alone)
+
     def close(self) -> None:
         self._closed = True
         if self._timer is not None:
@@ -106,9 +113,9 @@ class HostRoutes:
     def _alone(self) -> None:
         """No pop carried the resolved IPs in time: share them one by one."""
         self._timer = None
-        for key, ip in list(self._news.items()):
+        news, self._news = self._news, {}
+        for key, ip in news.items():
             try:
                 self._send(key, ip)
             except Exception:  # Redis away: the host is handed out after the hold
                 logger.debug("politeness: could not share the IP of %s", key, exc_info=True)
-            del self._news[key]

@@ -170,8 +170,6 @@ while tries < looks and rank < 4 * looks do
           local want = math.ceil((horizon - now + idle) * 1000)
           if redis.call('PTTL', ns) < want then redis.call('PEXPIRE', ns, want) end
         end
-        local bucket = key
-        if ipkey then bucket = ip end
         if redis.call('EXISTS', q) == 1 then
           redis.call('ZADD', hosts, sent + interval + margin, key)
           claim(bucket, sent + interval + margin)  -- we come back for it (next_in)
