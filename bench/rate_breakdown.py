@@ -43,7 +43,6 @@ from .scenarios import SCENARIOS, Scenario
 class Breakdown:
     wall: float
     bound: float
-    requests: int
     n429: int
     descent: float
     first_429: float
@@ -116,7 +115,7 @@ def breakdown(scenario: Scenario, arrivals: list[Arrival], trace: Path) -> Break
                 tail_gap.append(gap)
                 tail_int.append(intervals[i])
     j = judge(scenario, arrivals)
-    return Breakdown(j.wall, j.bound, j.requests, j.n429, descent, first_429, later, asked_x,
+    return Breakdown(j.wall, j.bound, j.n429, descent, first_429, later, asked_x,
                      slip, _mean(tail_gap), _mean(tail_int))
 
 

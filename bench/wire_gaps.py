@@ -24,9 +24,10 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from .metrics import TOL
+
 SO_TIMESTAMPNS = 35  # Linux
 ETH_P_ALL = 0x0003
-TOLERANCE = 0.015
 _METHODS = (b"GET ", b"HEAD", b"POST", b"PUT ")
 
 
@@ -84,7 +85,7 @@ def ip_gaps(rows: Iterable[list[Any]], spacing: float) -> tuple[int, list[tuple[
         gaps = [b - a for a, b in itertools.pairwise(stamps)]
         if gaps:
             smallest.append((min(gaps), ip))
-        violations += sum(1 for g in gaps if g < spacing - TOLERANCE)
+        violations += sum(1 for g in gaps if g < spacing - TOL)
     smallest.sort()
     return violations, smallest
 

@@ -41,6 +41,8 @@ def test_rate_limited_host_settles_near_its_pace(rate: int, retry_after: int) ->
     assert seed.early() == 0
     assert fast.refused() <= 3  # <= 3% of the requests
     assert fast.wall < 0.8 * seed.wall
+    t_star = (pages - 1) / rate
+    assert fast.wall <= t_star + 5 * retry_after  # the learning costs a few pauses at most
     held = max(fast.intervals[-30:])  # the pace held (a rare probe goes below it)
     assert held >= 1 / rate  # at or above the server's pace ...
     assert held <= 1 / rate / recovery.SHRINK  # ... never worse than the descent left it
