@@ -98,13 +98,15 @@ def test_a_forced_shutdown_is_reported_when_the_crawl_resumes(
     # never end): it was moved aside, not opened.
     assert len(moved) == 1
     assert f"moved to {moved[0]}" in warnings[0]
-    # What the warning is about: Scrapy calls the crawl finished, yet pages are missing.
+    # What the warning is about: Scrapy calls the crawl finished, yet pages may be
+    # missing. Whether any are depends on how much of the dupefilter's file reached
+    # the disk before the kill (an unflushed one lets the resumed crawl find them
+    # again): 0-400 here, run to run, so it is reported, not asserted.
     assert resumed.stat("finish_reason") == "finished"
     every = {(h, "/") for h in [*HOSTS, SLOW]} | {
         (h, f"/p/{p}") for h in [*HOSTS, SLOW] for p in range(PAGES)}
     lost = every - first - _pages(farm.arrivals())
     print(f"\n{label}: {len(lost)} of {len(every)} pages never fetched after the resume")
-    assert lost
 
 
 def test_a_clean_pause_resumes_without_the_warning(farm_factory: Any, tmp_path: Path) -> None:
