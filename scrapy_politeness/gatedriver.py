@@ -28,17 +28,21 @@ class GateDriver:
     """The gate on the event loop, with listeners told when a host is re-timed.
 
     ``on_timer(expected, now)`` is called whenever the timer fires, so a late
-    one can reveal a stalled loop (see :class:`~scrapy_politeness.slip.SendSlip`).
+    one can reveal a stalled loop, and ``before_poll(now)`` before every look
+    for releases, so a turn running long is seen before it releases anything
+    (see :class:`~scrapy_politeness.slip.SendSlip`).
     """
 
     def __init__(self, gate: Gate[Waiter], stats: StatsCollector,
-                 on_timer: Callable[[float, float], None]) -> None:
+                 on_timer: Callable[[float, float], None],
+                 before_poll: Callable[[float], None] | None = None) -> None:
         self.gate = gate
         self.stats = stats
         self.loop: asyncio.AbstractEventLoop | None = None
         self.waiters: dict[Waiter, float] = {}  # oldest first
         self.closing = False
         self._on_timer_cb = on_timer
+        self._before_poll = before_poll
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._listeners: list[Callable[[str], None]] = []
@@ -76,6 +80,8 @@ class GateDriver:
         assert self.loop is not None
         if now is None:
             now = self.loop.time()
+        if self._before_poll is not None:
+            self._before_poll(now)
         for release in self.gate.poll(now):
             fut = release.token
             if fut.done():  # its download was cancelled while it waited

@@ -93,7 +93,7 @@ class PolitenessMiddleware:
             negative_ttl=settings.dns_negative_ttl, hosts_file=settings.dns_hosts_file)
         self.keys = HostKeys(settings.grouping, settings.ip_exempt)
         self.slip = SendSlip(self.hosts, self.ips, settings.send_margin)
-        self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired)
+        self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check)
         self.observer = Observer(settings, self.stats, self.hosts)
         self.drops = Drops(self.hosts, self.driver, self.observer, self.stats)
         self.view = GateView(settings, self.hosts, self.ips, self.dns, self.keys,
@@ -143,7 +143,7 @@ class PolitenessMiddleware:
 
     @loop.setter
     def loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.driver.loop = loop
+        self.driver.loop = self.slip.loop = loop
         if self.shared is not None:
             self.shared.loop = loop
 
@@ -167,7 +167,7 @@ class PolitenessMiddleware:
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
         ip = await self.view.address(hostname, key, loop, self.drops.check)
-        submitted = self.slip.seen = loop.time()
+        submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
         booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)

@@ -5,8 +5,12 @@ request, so a slow loop turn can widen a gap but never shorten it:
 
 - at release, the spend moves to ``resume + 2 x lag`` (``lag`` a slowly
   decaying maximum of recent resume lags);
-- a timer or waiter that runs late reveals a loop stall: the sends it held
-  (``RecentSends``) move to its end;
+- a request's bytes are written a few loop turns after its release
+  (:mod:`.policy.stalls`), so while any send is that close, a tick runs once
+  a turn: a turn that ran long (a full garbage collection, a slow callback)
+  held them, and their spends move to its end, before anything else runs.
+  The gate asks the same before every release (:meth:`SendSlip.check`), for
+  a turn that is running long still;
 - once headers arrive, the download's real start (and whatever the first byte
   took beyond the host's usual latency) moves the buckets again.
 
@@ -29,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["STALL", "Dispatch", "SendSlip"]
 
-STALL = 0.004  # a timer this late reveals a loop stall that may have held recent sends
+STALL = 0.004  # a loop turn this long may have held the sends still on their way
 
 
 @dataclass(slots=True)
@@ -57,8 +61,11 @@ class SendSlip:
         self.margin = margin  # what the gate adds to every spacing (POLITENESS_SEND_MARGIN)
         self.shared: SharedSync | None = None
         self.lag = 0.0  # recent event-loop resume lag
-        self.seen = 0.0  # the last instant one of our callbacks ran: the loop was alive
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.recent: RecentSends[Dispatch] = RecentSends()
+        self.turn = 0  # loop turns counted while a send may be on its way
+        self.turn_began = 0.0  # when the tick of the current turn ran
+        self._ticking = False
 
     def spend(self, state: HostState, ip: str | None, at: float) -> None:
         """Spend the host and IP buckets at ``at`` (never backwards).
@@ -71,13 +78,40 @@ class SendSlip:
             self.ips.spend(ip, at, state.ip_interval())
 
     def sent(self, dispatch: Dispatch, now: float, state: HostState) -> None:
-        """Remember a send, so a stall that holds it can move it, and (without a
-        shared backend) what it spent, so its answer can tell whether anything
-        spent the buckets since."""
+        """Remember a send until it is written, so a long turn that holds it can
+        move it, and (without a shared backend) what it spent, so its answer can
+        tell whether anything spent the buckets since."""
         if self.shared is None:
             dispatch.spent = state.last_start
             dispatch.ip_next = self.ips.eligible_at(dispatch.ip)
-        self.recent.add(dispatch, now + 2.0 * self.lag, now)
+        self.recent.add(dispatch, self.turn)
+        if not self._ticking and self.loop is not None:
+            self._ticking = True
+            self.turn_began = now
+            self.loop.call_soon(self._tick)
+
+    def _tick(self) -> None:
+        """The first callback of a turn (scheduled by the previous one): if that
+        turn ran long, the sends it may have held move to its end, before any
+        timer or I/O of this turn can release the next request on their buckets.
+        Ticks stop once no send is that recent (an idle loop sleeps)."""
+        assert self.loop is not None
+        now = self.loop.time()
+        if now - self.turn_began > STALL:
+            self.stalled(now)
+        self.turn += 1
+        self.turn_began = now
+        if self.recent.pending(self.turn):
+            self.loop.call_soon(self._tick)
+        else:
+            self._ticking = False
+
+    def check(self, now: float) -> None:
+        """Before the gate releases anything: a turn that has run long so far
+        (a collection inside it) is holding the sends still on their way."""
+        if self._ticking and now - self.turn_began > STALL:
+            self.stalled(now)
+            self.turn_began = now
 
     def respend(self, release: Release[Any], now: float) -> None:
         """Move the spend from the gate's release to the estimated real send.
@@ -91,8 +125,7 @@ class SendSlip:
         est = self.lag * 0.95
         self.lag = lag if lag > est else est
         if lag > STALL:
-            self.stalled(max(self.seen, release.at), now)
-        self.seen = now
+            self.stalled(now)
         state = self.hosts.peek(release.key)
         if state is None:
             return
@@ -105,15 +138,13 @@ class SendSlip:
     def timer_fired(self, expected: float, now: float) -> None:
         """The gate's timer ran at ``now`` for ``expected``: late means a stall."""
         if now - expected > STALL:
-            self.stalled(self.seen, now)
-        self.seen = now
+            self.stalled(now)
 
-    def stalled(self, since: float, now: float) -> None:
-        """The loop stood still some time after ``since`` (the last instant we
-        saw it run) until ``now``: the sends it held leave only now, so their
-        buckets (and the shared ones) move here."""
+    def stalled(self, now: float) -> None:
+        """The loop was held until ``now``: the sends still on their way leave
+        only now, so their buckets (and the shared ones) move here."""
         at = now + 2.0 * self.lag
-        for dispatch in self.recent.caught_by(since, now):
+        for dispatch in self.recent.held(self.turn):
             state = self.hosts.peek(dispatch.key)
             if state is None:
                 continue

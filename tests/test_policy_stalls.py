@@ -1,32 +1,32 @@
-"""RecentSends: which recent sends a loop stall may have held (pure, no clock)."""
+"""RecentSends: which released requests a long loop turn may still be holding (pure)."""
 
 from __future__ import annotations
 
-from scrapy_politeness.policy.stalls import RecentSends
+from scrapy_politeness.policy.stalls import TURNS_TO_WIRE, RecentSends
 
 
-def test_caught_are_the_sends_due_since_the_stall_began() -> None:
-    recent: RecentSends[str] = RecentSends(horizon=0.5)
-    for name, at in (("a", 10.0), ("b", 10.1), ("c", 10.2), ("d", 10.3)):
-        recent.add(name, at, at)
-    assert sorted(recent.caught_by(10.15, 10.35)) == ["c", "d"]
-    assert recent.caught_by(10.4, 10.45) == []
+def test_a_long_turn_holds_the_sends_of_the_turns_just_before_it() -> None:
+    recent: RecentSends[str] = RecentSends(turns=4)
+    for name, turn in (("a", 10), ("b", 11), ("c", 13), ("d", 14)):
+        recent.add(name, turn)
+    # Turn 15 may still be writing what turns 11-15 released, not turn 10's.
+    assert recent.held(15) == ["b", "c", "d"]
+    assert recent.held(19) == []
 
 
-def test_sends_older_than_the_horizon_are_forgotten() -> None:
-    recent: RecentSends[str] = RecentSends(horizon=0.5)
-    recent.add("old", 10.0, 10.0)
-    recent.add("new", 11.0, 10.0)  # still within the horizon of "old" when added
-    assert recent.caught_by(9.0, 11.1) == ["new"]  # "old" left long before: pruned
-    assert len(recent) == 1
+def test_sends_are_pending_until_their_bytes_are_surely_written() -> None:
+    recent: RecentSends[str] = RecentSends()
+    recent.add("a", 7)
+    assert all(recent.pending(7 + k) for k in range(TURNS_TO_WIRE + 1))
+    assert not recent.pending(7 + TURNS_TO_WIRE + 1)
+    assert len(recent) == 0
 
 
-def test_without_stalls_only_a_horizon_of_sends_is_kept() -> None:
+def test_without_long_turns_only_a_few_turns_of_sends_are_kept() -> None:
     """Each kept send is an object every full garbage collection walks: a crawl
-    with no stall must not keep thousands of them (it kept up to 4,096)."""
-    recent: RecentSends[int] = RecentSends(horizon=0.5)
+    with no long turn must not keep thousands of them (it once kept up to 4,096)."""
+    recent: RecentSends[int] = RecentSends(turns=4)
     for i in range(5000):
-        now = i * 0.01
-        recent.add(i, now + 0.002, now)
-    assert len(recent) <= 52
-    assert recent.caught_by(49.985, 49.99) == [4999]
+        recent.add(i, i // 3)  # three sends a turn
+    assert len(recent) <= 3 * 5
+    assert recent.held(5000 // 3)[-1] == 4999

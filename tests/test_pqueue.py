@@ -521,7 +521,6 @@ def test_a_late_wake_up_moves_the_sends_a_stall_held(mw: PolitenessMiddleware,
     mw.hosts.get("a.test").last_start = clock.now
     mw.ips.spend("127.0.9.3", clock.now, INTERVAL)
     mw.slip.sent(Dispatch("a.test", clock.now, "127.0.9.3"), clock.now, mw.hosts.get("a.test"))
-    mw.slip.seen = clock.now
     q._waker.at = clock.now + 0.01  # the wake-up was due 10 ms later ...
     clock.now += 0.09  # ... and ran 80 ms late: the loop stood still
     q._waker.fire()

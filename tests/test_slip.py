@@ -76,8 +76,7 @@ def test_a_loop_stall_moves_the_sends_it_held() -> None:
     state.last_start = 100.001
     mw.ips.spend(IP, 100.001, 0.25)
     dispatch = _Dispatch("a.test", 100.0, IP)
-    mw.slip.recent.add(dispatch, 100.001, 100.0)  # released at 100.0, on the wire at 100.001
-    mw.slip.seen = 100.0005  # the last time one of our callbacks ran
+    mw.slip.recent.add(dispatch, mw.slip.turn)  # released at 100.0, in this turn
     mw.driver._timer_at = 100.008  # a gate timer was due here ...
     _loop_at(mw, 100.060)  # ... and fired 52 ms late: the loop stood still meanwhile
     mw.driver._on_timer()
@@ -91,8 +90,7 @@ def test_a_timer_on_time_moves_nothing() -> None:
     mw = _mw(POLITENESS_DEFAULT=0.25, POLITENESS_FLOOR=0.25, POLITENESS_IP_FLOOR=0.25)
     mw.hosts.get("a.test").last_start = 100.001
     mw.ips.spend(IP, 100.001, 0.25)
-    mw.slip.recent.add(_Dispatch("a.test", 100.0, IP), 100.001, 100.0)
-    mw.slip.seen = 100.0005
+    mw.slip.recent.add(_Dispatch("a.test", 100.0, IP), mw.slip.turn)
     mw.driver._timer_at = 100.008
     _loop_at(mw, 100.009)
     mw.driver._on_timer()
