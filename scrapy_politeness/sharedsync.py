@@ -30,6 +30,21 @@ if TYPE_CHECKING:
 
 __all__ = ["SharedSync"]
 
+
+class _WaitingLate:
+    """A late start that waits to ride on its fetch's feedback, and the timer
+    that reports it alone if the answer does not come in time."""
+
+    __slots__ = ("arrived", "dispatch", "interval", "ip_spacing", "timer")
+
+    def __init__(self, dispatch: Dispatch, arrived: float, interval: float, ip_spacing: float,
+                 timer: asyncio.TimerHandle) -> None:
+        self.dispatch = dispatch
+        self.arrived = arrived
+        self.interval = interval
+        self.ip_spacing = ip_spacing
+        self.timer = timer
+
 logger = logging.getLogger("scrapy_politeness.middleware")
 
 
@@ -50,7 +65,7 @@ class SharedSync:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.rtt = 0.0  # recent round trip (a decaying maximum)
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._late: dict[int, Dispatch] = {}  # late starts waiting for their feedback, by id
+        self._late: dict[int, _WaitingLate] = {}  # late starts waiting for their feedback
         self._on_dead = on_dead
         self._on_change = on_change
         slip.shared = self
@@ -128,18 +143,19 @@ class SharedSync:
         while the report can still land before the next start on these buckets
         can be booked (half the spacing, as a late booked send); else it goes
         alone then, or now."""
-        if dispatch.late is not None:  # already waiting (a stall moved it): the later start
-            if arrived > dispatch.late[0]:
-                dispatch.late = (arrived, *dispatch.late[1:])
+        waiting = self._late.get(id(dispatch))
+        if waiting is not None:  # already waiting (a stall moved it): the later start
+            if arrived > waiting.arrived:
+                waiting.arrived = arrived
             return
         ip_floor = None if dispatch.ip is None else self.slip.ips.floor
         due = dispatch.at + late_allowance(state, ip_floor) - self.rtt
         if self.loop is None or due <= now:
             self.late_start(dispatch, state, now - arrived)
             return
-        dispatch.late = (arrived, state.interval(), state.ip_interval())
-        dispatch.late_timer = self.loop.call_later(due - now, self._late_due, dispatch)
-        self._late[id(dispatch)] = dispatch
+        timer = self.loop.call_later(due - now, self._late_due, dispatch)
+        self._late[id(dispatch)] = _WaitingLate(dispatch, arrived, state.interval(),
+                                                state.ip_interval(), timer)
 
     def _late_due(self, dispatch: Dispatch) -> None:
         late = self._take_late(dispatch)
@@ -149,15 +165,12 @@ class SharedSync:
 
     def _take_late(self, dispatch: Dispatch) -> LateStart | None:
         """The late start ``dispatch`` still has to report, now (None: none)."""
-        if dispatch.late is None or self.loop is None:
+        waiting = self._late.pop(id(dispatch), None)
+        if waiting is None or self.loop is None:
             return None
-        arrived, interval, ip_spacing = dispatch.late
-        dispatch.late = None
-        if dispatch.late_timer is not None:
-            dispatch.late_timer.cancel()
-            dispatch.late_timer = None
-        del self._late[id(dispatch)]
-        return LateStart(dispatch.ip, self.loop.time() - arrived, interval, ip_spacing)
+        waiting.timer.cancel()
+        return LateStart(dispatch.ip, self.loop.time() - waiting.arrived, waiting.interval,
+                         waiting.ip_spacing)
 
     def late_start(self, dispatch: Dispatch, state: HostState, ago: float) -> None:
         """The shared booking covered less slip than this start took: move the
@@ -174,7 +187,7 @@ class SharedSync:
         (with the fetch's late start, if it still has one to report)."""
         key = dispatch.key
         state = self.hosts.get(key)
-        late = self._take_late(dispatch) if dispatch.late is not None else None
+        late = self._take_late(dispatch) if self._late else None
         if late is not None:
             self.stats.inc_value("politeness/shared/late_starts")
             self.stats.inc_value("politeness/shared/late_starts_with_feedback")
@@ -208,8 +221,8 @@ class SharedSync:
     async def close(self) -> None:
         """Report the late starts still waiting for an answer, let the last
         feedback land (2 s at most), then disconnect."""
-        for dispatch in list(self._late.values()):
-            self._late_due(dispatch)
+        for waiting in list(self._late.values()):
+            self._late_due(waiting.dispatch)
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=2.0)
         await self.backend.close()

@@ -46,10 +46,6 @@ class Dispatch:
     covered: float = math.inf  # how late a start the shared booking already spent for
     spent: float = math.nan  # the host's last start this send left (see SendSlip.sent)
     ip_next: float = math.nan  # the IP's next-eligible instant this send left
-    # A late start not yet reported to the shared buckets (SharedSync.late_arrival):
-    # (real start, host interval, IP spacing) and the timer that reports it alone.
-    late: tuple[float, float, float] | None = None
-    late_timer: asyncio.TimerHandle | None = None
 
 
 class SendSlip:
