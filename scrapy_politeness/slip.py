@@ -4,7 +4,8 @@ Every spend is moved to the best estimate of when the server sees the
 request, so a slow loop turn can widen a gap but never shorten it:
 
 - at release, the spend moves to ``resume + 2 x lag`` (``lag`` a slowly
-  decaying maximum of recent resume lags);
+  decaying maximum of recent resume lags, at most ``STALL``: a longer one is
+  a stall, handled by the turn count below, not a turn to expect again);
 - a request's bytes are written a few loop turns after its release
   (:mod:`.policy.stalls`), so while any send is that close, a tick runs once
   a turn: a turn that ran long (a full garbage collection, a slow callback)
@@ -118,10 +119,11 @@ class SendSlip:
         request's slip only ever widens the gap the server sees.
         """
         lag = now - release.at
+        if lag > STALL:  # a stall, not a turn: the turn count moves what it held
+            self.stalled(now)
+            lag = STALL
         est = self.lag * 0.95
         self.lag = lag if lag > est else est
-        if lag > STALL:
-            self.stalled(now)
         state = self.hosts.peek(release.key)
         if state is None:
             return
@@ -158,9 +160,9 @@ class SendSlip:
         tells that from a slow answer: whatever the first byte took beyond the
         host's usual latency counts as a late arrival.
         """
-        slip = now - latency - dispatch.at
-        if slip / 2.0 > self.lag:
-            self.lag = slip / 2.0
+        half = (now - latency - dispatch.at) / 2.0
+        if half > self.lag:
+            self.lag = half if half < STALL else STALL
         state = self.hosts.peek(dispatch.key)
         if state is None:
             return

@@ -152,3 +152,19 @@ def test_a_slow_answer_moves_nothing_back() -> None:
     mw._headers_received(request)
     assert state.last_start == spent
     assert mw.ips.eligible_at(IP) == ip_next
+
+
+def test_a_stall_does_not_inflate_the_slip_of_the_sends_after_it() -> None:
+    """A waiter that resumed 150 ms late met a stall (a full collection), not a
+    slow turn: the turn count moves what the stall held. The requests after it
+    are spent at their resume plus twice a turn's lag (at most ``STALL``), not
+    300 ms later: that held every IP's next start back after every collection."""
+    from scrapy_politeness.slip import STALL
+
+    mw = _mw(POLITENESS_DEFAULT=0.1, POLITENESS_FLOOR=0.1, POLITENESS_IP_FLOOR=0.1)
+    mw.hosts.get("a.test")
+    mw.hosts.get("b.test")
+    mw.slip.respend(Release(object(), "a.test", IP, 0.1, 100.0), 100.150)
+    mw.slip.respend(Release(object(), "b.test", "127.0.0.3", 0.1, 100.4), 100.4)
+    assert mw.slip.lag <= STALL
+    assert mw.ips.eligible_at("127.0.0.3") <= 100.4 + 2 * STALL + 0.1
