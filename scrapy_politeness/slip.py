@@ -63,6 +63,7 @@ class SendSlip:
         self.turn = 0  # loop turns counted while a send may be on its way
         self.turn_began = 0.0  # when the tick of the current turn ran
         self._ticking = False
+        self._first_tick = False
 
     def spend(self, state: HostState, ip: str | None, at: float) -> None:
         """Spend the host and IP buckets at ``at`` (never backwards).
@@ -83,7 +84,7 @@ class SendSlip:
             dispatch.ip_next = self.ips.eligible_at(dispatch.ip)
         self.recent.add(dispatch, self.turn)
         if not self._ticking and self.loop is not None:
-            self._ticking = True
+            self._ticking = self._first_tick = True
             self.turn_began = now
             self.loop.call_soon(self._tick)
 
@@ -94,14 +95,22 @@ class SendSlip:
         Ticks stop once no send is that recent (an idle loop sleeps)."""
         assert self.loop is not None
         now = self.loop.time()
-        if now - self.turn_began > STALL:
-            self.stalled(now)
-        self.turn += 1
-        self.turn_began = now
-        if self.recent.pending(self.turn):
-            self.loop.call_soon(self._tick)
-        else:
-            self._ticking = False
+        try:
+            if now - self.turn_began > STALL:
+                self.stalled(now)
+        finally:
+            # The turn that started the chain and this one share a number: a
+            # waiter released with the chain's first send resumes here, before
+            # this tick, so this turn's sends must not count as one turn newer.
+            if self._first_tick:
+                self._first_tick = False
+            else:
+                self.turn += 1
+            self.turn_began = now
+            if self.recent.pending(self.turn):
+                self.loop.call_soon(self._tick)
+            else:
+                self._ticking = False
 
     def check(self, now: float) -> None:
         """Before the gate releases anything: a turn that has run long so far
@@ -119,8 +128,7 @@ class SendSlip:
         request's slip only ever widens the gap the server sees.
         """
         lag = now - release.at
-        if lag > STALL:  # a stall, not a turn: the turn count moves what it held
-            self.stalled(now)
+        if lag > STALL:  # a stall, not a turn: the ticks moved what it held
             lag = STALL
         est = self.lag * 0.95
         self.lag = lag if lag > est else est
@@ -149,6 +157,7 @@ class SendSlip:
             self.spend(state, dispatch.ip, at)
             if self.shared is not None and at - dispatch.at > dispatch.covered:
                 self.shared.late_arrival(dispatch, state, at, now)
+                dispatch.covered = at - dispatch.at  # reported: only a later move reports again
 
     def headers_received(self, dispatch: Dispatch, latency: float, now: float) -> None:
         """Learn when the download really started, once its headers are in.

@@ -79,10 +79,12 @@ async def _rides_or_goes_alone(server: RedisServer) -> None:
         mw.shared.late_arrival(sent, state, now + 0.2, now)
         await asyncio.sleep(0.01)
         assert stats.get_value("politeness/shared/late_starts") is None  # nothing sent yet
+        timer = mw.shared._late[id(sent)].timer
         mw.shared.feedback(sent, HEALTHY)
         await _settled(mw)
         assert stats.get_value("politeness/shared/late_starts_with_feedback") == 1
-        assert not mw.shared._late  # reported, its timer cancelled
+        assert not mw.shared._late  # reported, and its timer cancelled
+        assert timer.cancelled()
         got = time.monotonic()
         delay, _ = await mw.backend.reserve("c.test", IP, CONFIG)
         assert time.monotonic() + delay >= got + 0.19 + 0.3 - 0.02

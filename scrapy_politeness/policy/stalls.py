@@ -2,8 +2,9 @@
 
 A released request does not reach the wire when the middleware lets it go:
 Scrapy's downloader and Twisted's transport write its bytes some loop turns
-later (two on a kept-alive connection, three or four on a new one: measured
-with the socket writes logged, ``bench/wire_gaps.py``). A turn that runs long
+later (two on a kept-alive connection, three or four on a new one: measured by
+logging Twisted's ``writeSomeData`` against the releases, see
+docs/benchmark.md, "Gaps as the kernel saw them"). A turn that runs long
 (a full garbage collection, a slow callback) holds every send still that
 close to its release, however many of our own callbacks ran inside that
 turn; the next request on their buckets must be spaced from the turn's end.
