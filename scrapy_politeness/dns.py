@@ -29,6 +29,7 @@ import dns.nameserver
 import dns.rdatatype
 import dns.resolver
 
+from .dnswire import UdpNameserver, on_plain_sockets
 from .policy import FailureKind, ip_literal
 
 __all__ = ["MAX_QUERIES", "DnsCache", "DnsStats", "dns_failure_kind", "negative_ttl_of",
@@ -111,14 +112,14 @@ class DnsCache:
                        timeout: float) -> dns.asyncresolver.Resolver | None:
         if nameservers:
             resolver = dns.asyncresolver.Resolver(configure=False)
-            resolver.nameservers = [dns.nameserver.Do53Nameserver(ip, port)
-                                    for ip, port in nameservers]
+            resolver.nameservers = [UdpNameserver(ip, port) for ip, port in nameservers]
         else:
             try:
                 resolver = dns.asyncresolver.Resolver()
             except dns.resolver.NoResolverConfiguration:
                 logger.warning("No system DNS configuration; resolving with getaddrinfo")
                 return None
+            resolver.nameservers = on_plain_sockets(resolver)
         resolver.lifetime = timeout
         resolver.timeout = timeout
         resolver.cache = None  # our cache is the only one, so TTL policy is ours
