@@ -144,6 +144,26 @@ async def test_no_acceptable_answer_times_out_and_frees_the_socket() -> None:
     assert readers_left == 0
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_port_nobody_listens_on_times_out_as_a_silent_server() -> None:
+    """The ICMP "port unreachable" a connected socket reports is read past (an
+    unconnected one never sees it): the query waits out its timeout, as
+    dnspython's own path does, so the resolver's retries behave the same."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nobody listens there now
+
+    async def run() -> float:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        with pytest.raises(dns.exception.Timeout):
+            await udp_query(dns.message.make_query("a.test", "A"), "127.0.0.1", port, 0.3)
+        return loop.time() - start
+
+    assert 0.25 <= await on_loop(run()) < 1.0
+
+
 @pytest.fixture(scope="module")
 def farm() -> Iterator[Farm]:
     with Farm({"ips": ["127.0.0.2"], "dns_ttl": 300,
