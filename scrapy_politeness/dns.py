@@ -161,6 +161,12 @@ class DnsCache:
         cached = self.lookup(hostname)
         if cached is not self.MISS:
             return cached  # type: ignore[return-value]
+        return await asyncio.shield(self.flight(hostname))
+
+    def flight(self, hostname: str) -> asyncio.Task[str | None]:
+        """The lookup of ``hostname`` (a name, not an IP literal) in flight,
+        started if none is. A caller that only needs its end (the scheduler
+        queue) adds a callback to it: no task or coroutine of its own."""
         task = self._inflight.get(hostname)
         if task is None:
             # The query runs as its own task: a caller that is cancelled
@@ -168,7 +174,7 @@ class DnsCache:
             task = asyncio.get_running_loop().create_task(self._lookup_and_cache(hostname))
             self._inflight[hostname] = task
             task.add_done_callback(lambda _t: self._inflight.pop(hostname, None))
-        return await asyncio.shield(task)
+        return task
 
     async def _lookup_and_cache(self, hostname: str) -> str | None:
         ip, ttl, kind = await self._query(hostname)
