@@ -29,6 +29,7 @@ import dns.nameserver
 import dns.rdatatype
 import dns.resolver
 
+from .dnswire import UdpNameserver, on_plain_sockets
 from .policy import FailureKind, ip_literal
 
 __all__ = ["MAX_QUERIES", "DnsCache", "DnsStats", "dns_failure_kind", "negative_ttl_of",
@@ -111,14 +112,14 @@ class DnsCache:
                        timeout: float) -> dns.asyncresolver.Resolver | None:
         if nameservers:
             resolver = dns.asyncresolver.Resolver(configure=False)
-            resolver.nameservers = [dns.nameserver.Do53Nameserver(ip, port)
-                                    for ip, port in nameservers]
+            resolver.nameservers = [UdpNameserver(ip, port) for ip, port in nameservers]
         else:
             try:
                 resolver = dns.asyncresolver.Resolver()
             except dns.resolver.NoResolverConfiguration:
                 logger.warning("No system DNS configuration; resolving with getaddrinfo")
                 return None
+            resolver.nameservers = on_plain_sockets(resolver)
         resolver.lifetime = timeout
         resolver.timeout = timeout
         resolver.cache = None  # our cache is the only one, so TTL policy is ours
@@ -160,6 +161,12 @@ class DnsCache:
         cached = self.lookup(hostname)
         if cached is not self.MISS:
             return cached  # type: ignore[return-value]
+        return await asyncio.shield(self.flight(hostname))
+
+    def flight(self, hostname: str) -> asyncio.Task[str | None]:
+        """The lookup of ``hostname`` (a name, not an IP literal) in flight,
+        started if none is. A caller that only needs its end (the scheduler
+        queue) adds a callback to it: no task or coroutine of its own."""
         task = self._inflight.get(hostname)
         if task is None:
             # The query runs as its own task: a caller that is cancelled
@@ -167,7 +174,7 @@ class DnsCache:
             task = asyncio.get_running_loop().create_task(self._lookup_and_cache(hostname))
             self._inflight[hostname] = task
             task.add_done_callback(lambda _t: self._inflight.pop(hostname, None))
-        return await asyncio.shield(task)
+        return task
 
     async def _lookup_and_cache(self, hostname: str) -> str | None:
         ip, ttl, kind = await self._query(hostname)

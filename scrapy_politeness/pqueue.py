@@ -32,6 +32,7 @@ from .gateview import IGNORED
 from .handout import Waker, gate_of, handed_out_for, wake_engine
 from .hostheap import HostEntry, HostHeap
 from .hostqueue import HostQueue, MemoryHostQueue, memory_order
+from .policy import ip_literal
 from .queuestate import check_startprios, host_dir, reclaim, rescue, restore
 
 if TYPE_CHECKING:
@@ -96,7 +97,6 @@ class PolitenessAwarePriorityQueue:
         self._tick = 0.0  # the round-robin clock when there is no middleware
         self._len = 0
         self._waker = Waker(crawler, None if self._mw is None else self._woke)
-        self._resolving: set[asyncio.Task[Any]] = set()
         if self._mw is not None:
             self._mw.add_listener(self._retime)
         now = clock() if self._mw is not None else self._tick
@@ -154,21 +154,18 @@ class PolitenessAwarePriorityQueue:
     def _resolve(self, key: str, host: HostEntry, hostname: str) -> None:
         """Look ``hostname`` up in the background; enter the host once it is known."""
         assert self._mw is not None
-        try:
-            loop = asyncio.get_running_loop()
+        try:  # the cache's own single-flight task, which the cache holds until it ends
+            lookup = self._mw.dns.flight(hostname)
         except RuntimeError:  # no event loop: the gate resolves it when it gets there
             self._index.enter(key, host, clock())
             return
-        task = loop.create_task(self._mw.dns.resolve(hostname))
-        self._resolving.add(task)
 
-        def done(t: asyncio.Task[Any]) -> None:
-            self._resolving.discard(t)
+        def done(_: asyncio.Task[Any]) -> None:
             if self._index.hosts.get(key) is host and not host.seq and host.queue:
                 self._index.enter(key, host, self._estimate(host, clock()))
                 wake_engine(self.crawler)
 
-        task.add_done_callback(done)
+        lookup.add_done_callback(done)
 
     # -- the queue protocol ------------------------------------------------
 
@@ -199,7 +196,8 @@ class PolitenessAwarePriorityQueue:
             index.enter(key, host, clock())
             return
         hostname = host.hostname = urlparse_cached(request).hostname
-        if hostname is not None and mw.dns.lookup(hostname) is DnsCache.MISS:
+        if (hostname is not None and mw.dns.lookup(hostname) is DnsCache.MISS
+                and ip_literal(hostname) is None):
             self._resolve(key, host, hostname)
             return
         index.enter(key, host, self._estimate(host, clock()))

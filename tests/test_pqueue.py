@@ -478,14 +478,12 @@ async def _new_name_waits(mw: PolitenessMiddleware, clock: Clock,
     answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
     asked: list[str] = []
 
-    async def resolve(hostname: str) -> str | None:
+    async def ask(hostname: str) -> tuple[str | None, float, None]:  # the query itself
         asked.append(hostname)
-        ip = await answer
-        mw.dns._cache[hostname] = (ip, math.inf)
-        return ip
+        return await answer, math.inf, None
 
     monkeypatch.setattr(mw.dns, "lookup", DnsCache.lookup.__get__(mw.dns))  # real misses
-    monkeypatch.setattr(mw.dns, "resolve", resolve)
+    monkeypatch.setattr(mw.dns, "_ask", ask)
     mw.ips.spend("127.0.9.9", clock.now + 1, INTERVAL)  # the IP is busy until now + 2
     wakes: list[float] = []
     nextcall = SimpleNamespace(schedule=lambda: wakes.append(clock.now))
@@ -508,6 +506,44 @@ async def _new_name_waits(mw: PolitenessMiddleware, clock: Clock,
         assert pop_hosts(q, 1) == ["fresh.test"]
     finally:
         fake_engine(mw.crawler, None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_new_name_costs_the_queue_no_task_of_its_own(
+        mw: PolitenessMiddleware, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queue waits for a new name's lookup with a callback on the DNS cache's
+    own single-flight task: one task per new name (it made a second one, around
+    ``resolve``, for every new host). An IP literal needs no lookup at all."""
+    await Deferred.fromFuture(asyncio.ensure_future(_new_names_tasks(mw, monkeypatch)))
+
+
+async def _new_names_tasks(mw: PolitenessMiddleware, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def ask(hostname: str) -> tuple[str | None, float, None]:
+        return "127.0.9.9", math.inf, None
+
+    monkeypatch.setattr(mw.dns, "lookup", DnsCache.lookup.__get__(mw.dns))  # real misses
+    monkeypatch.setattr(mw.dns, "_ask", ask)
+    loop = asyncio.get_running_loop()
+    made: list[object] = []
+    factory = loop.get_task_factory()
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any) -> asyncio.Task[Any]:
+        made.append(coro)
+        return asyncio.Task(coro, loop=loop)
+
+    q = _queue(mw.crawler)
+    loop.set_task_factory(counting)  # type: ignore[arg-type]
+    try:
+        for i in range(5):
+            q.push(Request(url(f"new{i}.test")))
+        q.push(Request(url("127.0.9.8")))
+        for _ in range(3):
+            await asyncio.sleep(0)
+    finally:
+        loop.set_task_factory(factory)
+    assert len(made) == 5
+    assert all(mw.dns.lookup(f"new{i}.test") == "127.0.9.9" for i in range(5))
+    assert len(q) == 6
 
 
 def test_a_late_wake_up_moves_the_sends_a_stall_held(mw: PolitenessMiddleware,
