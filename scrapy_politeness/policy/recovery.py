@@ -112,9 +112,13 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
     seen = state.gap if state.gap > 0 else x
     descending = state.fail_at <= 0
     if is_failure(signal.status):
-        # Past what the descent's lag explains (the gap trails a x SHRINK step by
-        # one fetch), the gap was idle time: it failed at the pace held.
-        if seen * SHRINK > x * AT_PACE:
+        # Past what the interval that spaced it explains (``x``; in the descent up
+        # to ``x / SHRINK``: the gap trails a step by one fetch, and a step the
+        # floor clamped lags by less), the gap was partly idle (a late start, a
+        # briefly empty queue, the IP's lag after a probe): it failed at the pace
+        # held. Kept as it was, a gap 1.1-1.5x the pace put fail_at above the
+        # pace already proven healthy, and the host held there.
+        if seen > (x / SHRINK if descending else x) * AT_PACE:
             seen = x
         seen = state.fail_at = asked_for(seen, x, descending)
         state.healthy_run = 0

@@ -86,7 +86,10 @@ if recovery == 'fast' then
     return g
   end
   if failed then
-    if seen * shrink > x * at_pace then seen = x end  -- idle time, not the descent's lag
+    -- past what the interval that spaced it explains: partly idle, failed at the pace held
+    local spaced = x
+    if descending then spaced = x / shrink end
+    if seen > spaced * at_pace then seen = x end
     seen = asked_for(seen)
     fail_at = seen
     run = 0
