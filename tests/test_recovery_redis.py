@@ -54,7 +54,7 @@ async def _replay(server: RedisServer, outcomes: list[tuple[float, Signal]]) -> 
 
 
 @pytest_twisted.ensureDeferred
-@pytest.mark.parametrize(("rate", "retry_after"), [(3.0, 2.0), (2.0, 1.0), (2.6, 5.0)])
+@pytest.mark.parametrize(("rate", "retry_after"), [(3.0, 2.0), (2.0, 1.0), (2.6, 5.0), (1.0, 5.0)])
 async def test_lua_and_python_agree_on_a_crawl_with_a_send_slip(
         redis_server: RedisServer, rate: float, retry_after: float) -> None:
     outcomes = _outcomes(rate, retry_after, 0.01)
