@@ -79,12 +79,14 @@ run at the pace held (an idle host, the fetch after a pause, a resumed crawl):
 it neither confirms that pace nor counts toward a probe."""
 REFUSED_WEIGHT = 2.0
 """A refused probe carries what failing had cost this many times into the
-price of the next: probes refused in a row are evidence that the server's
-pace sits at the known-good end of the bracket (a 1/s server crawled from
-the 1 s start is held at exactly its pace, and every probe is refused), so
-probing backs off exponentially, like a retransmission timer: with equal
-pauses R, the next probe after k refusals in a row is priced (2^(k+1) - 1) R
-(a linear record, ``(k + 1) R``, paid a third pause on a 60-page crawl)."""
+price of the next: refused probes are evidence that the server's pace sits at
+the known-good end of the bracket (a 1/s server crawled from the 1 s start is
+held at exactly its pace, and every probe is refused), so probing backs off
+exponentially, like a retransmission timer: with equal pauses R, the next
+probe after k refused ones is priced (2^(k+1) - 1) R. A held probe keeps the
+record; a failure at the known-good pace (the server changed) starts it anew.
+The linear record, ``(k + 1) R``, paid a third 5 s pause on a 60-page crawl
+of a 1/s server."""
 FORGET_AFTER = 100
 """Healthy fetches held in a closed bracket before ``fail_at`` is lowered."""
 FORGET_STEP = 0.95
