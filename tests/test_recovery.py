@@ -7,6 +7,8 @@ is the server's own limit, (pages - 1) x its interval.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,8 +84,8 @@ def test_a_probe_narrows_the_bracket_from_either_side() -> None:
     table.start("h", 0.0)
     table.start("h", 0.52)
     table.feedback("h", Signal(429, 2.0), 0.53)  # the probe failed: 0.52 is too fast
-    # the next probe must pay for this refusal and the last one (1 s + 2 s)
-    assert (state.fail_at, state.adaptive, state.fail_cost) == (0.52, 0.5625, 3.0)
+    # the next probe must pay for this refusal and, doubled, the last one (2 s + 2 x 1 s)
+    assert (state.fail_at, state.adaptive, state.fail_cost) == (0.52, 0.5625, 4.0)
     state.adaptive, state.healthy_run = 0.54, 1
     table.start("h", 3.0)
     table.start("h", 3.54)
@@ -294,3 +296,52 @@ def test_a_resumed_crawl_needs_no_fresh_429_to_relearn() -> None:
     assert after.wall <= 1.1 * 49 / 3
     forgot = crawl(FAST, TokenBucket(1 / 3, retry_after=2), 50, now=60.0)
     assert forgot.refused() >= 1
+
+
+def test_refused_probes_in_a_row_make_the_next_one_much_rarer() -> None:
+    """A probe refused right below the known-good pace is evidence that the pace
+    sits at that end (a 1/s server crawled from the 1 s start holds exactly its
+    pace: every probe is refused). It counts double in what the next probe must
+    pay for: after a 5 s pause for the descent and one for a refused probe, the
+    next waits for 5 + 2 x 5 = 15 s of expected price (0.3 x 15 / 0.083 = 54
+    fetches at 1 s above a failure at 0.917 s), not 5 + 5 (36 fetches)."""
+    table = HostTable(FAST)
+    state = table.get("h")
+    state.adaptive, state.fail_at, state.good_at, state.fail_cost = 1.0, 0.75, 1.0, 5.0
+    state.healthy_run = 1
+    t = 0.0
+    table.start("h", t)
+    while state.adaptive == 1.0:
+        t += 1.0
+        table.start("h", t)
+        table.feedback("h", Signal(200), t + 0.01)
+    probe = state.adaptive
+    assert probe == pytest.approx(0.75 ** recovery.PROBE_SHARE)
+    t += 1.0  # the IP's lag: still at 1 s, healthy
+    table.start("h", t)
+    table.feedback("h", Signal(200), t + 0.01)
+    t += probe
+    table.start("h", t)
+    table.feedback("h", Signal(429, 5.0), t + 0.01)  # refused at its own pace
+    assert (state.fail_at, state.adaptive) == (pytest.approx(probe), 1.0)
+    assert state.fail_cost == 15.0
+    t += 5.0
+    held = 0
+    while state.adaptive == 1.0:
+        t += 1.0
+        table.start("h", t)
+        table.feedback("h", Signal(200), t + 0.01)
+        held += 1
+    # the first fetch after the pause proves nothing; then the rent for 0.3 x 15 s
+    assert held == 1 + math.ceil(0.3 * 15.0 / (1.0 - probe))
+
+
+def test_a_host_held_at_exactly_its_pace_stops_paying_pauses() -> None:
+    """Servers whose pace is the known-good one the descent left (1/s and 4/3/s
+    from the 1 s start: x0.75 steps land on them): every probe is refused. With
+    Retry-After 5, a 60-page crawl (the bench's 1/s cells) pays the descent's
+    pause and one refused probe's; the linear record paid a third pause."""
+    for rate in (1.0, 4 / 3):
+        run = crawl(FAST, TokenBucket(1 / rate, retry_after=5.0), 60, slip=0.01)
+        assert run.early() == 0
+        assert run.refused() <= 2

@@ -122,3 +122,30 @@ def test_three_per_second_with_a_send_slip_settles_close() -> None:
     assert run.refused() <= 3
     assert max(run.intervals[-20:]) + SLIP <= 1.08 / 3  # the server saw <= 0.36 s
     assert run.wall / 33 <= 1.25
+
+
+@pytest.mark.parametrize("late", [1.15, 1.3, 1.4])
+def test_a_failure_after_a_short_idle_gap_does_not_freeze_the_bracket_above_the_pace(
+        late: float) -> None:
+    """A gap 1.1-1.5x the interval held (the request reached the gate late, the
+    queue was briefly empty, the IP's lag after a probe) is idle time too: a
+    failure after it failed at the pace held. Recorded as the gap itself, it
+    put ``fail_at`` above the pace already proven healthy, and the host held
+    there (``late`` x 1.03 of it) for the rest of the crawl."""
+    table = HostTable(FAST)
+    state = table.get("h")
+    state.adaptive, state.fail_at, state.good_at, state.fail_cost = 0.5, 0.42, 0.5, 2.0
+    t = 0.0
+    table.start("h", t)
+    t = _held(table, t, 0.5 + SLIP, 3)
+    t += 0.5 * late + SLIP
+    table.start("h", t)
+    table.feedback("h", Signal(503), t + 0.01)
+    assert state.fail_at <= 0.5
+    t += 2.0
+    table.start("h", t)
+    for _ in range(80):
+        t = _held(table, t, state.adaptive + SLIP, 1)
+    assert state.fail_at <= 0.5
+    assert state.adaptive <= 0.5 * 1.05  # back near it, not held at late x 0.5 x 1.03
+

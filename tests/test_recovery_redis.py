@@ -54,7 +54,7 @@ async def _replay(server: RedisServer, outcomes: list[tuple[float, Signal]]) -> 
 
 
 @pytest_twisted.ensureDeferred
-@pytest.mark.parametrize(("rate", "retry_after"), [(3.0, 2.0), (2.0, 1.0), (2.6, 5.0)])
+@pytest.mark.parametrize(("rate", "retry_after"), [(3.0, 2.0), (2.0, 1.0), (2.6, 5.0), (1.0, 5.0)])
 async def test_lua_and_python_agree_on_a_crawl_with_a_send_slip(
         redis_server: RedisServer, rate: float, retry_after: float) -> None:
     outcomes = _outcomes(rate, retry_after, 0.01)
@@ -62,3 +62,46 @@ async def test_lua_and_python_agree_on_a_crawl_with_a_send_slip(
     table = await aio(_replay(redis_server, outcomes))
     state = table.get("h")
     assert 0 < state.fail_at < state.good_at
+
+
+
+async def _late_starts(server: RedisServer, late: float) -> HostTable:
+    """A token bucket at 2/s crawled with each start 10 ms late and, every 9th
+    fetch, one ``late`` x the interval held, answered 503: the gap follows the
+    interval of the moment, so the late failures land in the descent and in
+    the hold."""
+    b = RedisBackend(server.url, namespace=f"t:{uuid.uuid4().hex[:8]}", margin=0.0)
+    await b.open()
+    try:
+        table = HostTable(FAST)
+        state = table.get("h")
+        bucket, t, lates = TokenBucket(0.5, retry_after=1.0), 0.0, 0
+        for step in range(90):
+            x = state.adaptive
+            gap = x * (late if step % 9 == 4 else 1.0) + 0.01
+            t += gap
+            status = 503 if step % 9 == 4 else bucket.answer(t)
+            signal = Signal(status, 1.0 if status == 429 else 0.0, 0.01)
+            shared = await b.feedback("h", signal, FAST, 5, gap=gap)
+            state.gap = gap
+            table.feedback("h", signal, time.monotonic())
+            lates += status == 503 and state.fail_at == x  # judged at the pace held
+            where = f"step {step} gap {gap:.4f} {signal}"
+            assert shared.adaptive == pytest.approx(state.adaptive, abs=1e-9), where
+            assert shared.fail_at == pytest.approx(state.fail_at, abs=1e-9), where
+            assert shared.good_at == pytest.approx(state.good_at, abs=1e-9), where
+            assert shared.healthy_run == state.healthy_run, where
+            assert shared.fail_cost == pytest.approx(state.fail_cost, abs=1e-9), where
+        assert lates >= 5
+        return table
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+@pytest.mark.parametrize("late", [1.2, 1.4])
+async def test_lua_and_python_agree_on_failures_after_short_idle_gaps(
+        redis_server: RedisServer, late: float) -> None:
+    """Failures after a gap 1.1-1.5x the pace held (a late start) are judged at
+    the pace held on both sides."""
+    await aio(_late_starts(redis_server, late))

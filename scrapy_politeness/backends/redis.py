@@ -43,7 +43,8 @@ _LATENCY_ALPHA = 0.3  # HostTable's default EWMA weight
 # feedback.lua runs policy/recovery.py's arithmetic; its constants come from there.
 _RECOVERY_CONSTANTS = (_recovery.SHRINK, _recovery.CONFIRM, _recovery.PATIENCE,
                        _recovery.PROBE_SHARE, _recovery.MARGIN, _recovery.FORGET_AFTER,
-                       _recovery.FORGET_STEP, MIN_WIDEN, _recovery.AT_PACE)
+                       _recovery.FORGET_STEP, MIN_WIDEN, _recovery.AT_PACE,
+                       _recovery.REFUSED_WEIGHT)
 
 
 _SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start", "recheck")

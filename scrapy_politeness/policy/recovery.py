@@ -20,7 +20,8 @@ BBR probes for more only now and then:
   Retry-After is a pause (the table's not-before instant), never a floor of
   the interval. ``fail_cost`` keeps what failing cost: the pause
   (Retry-After), or the interval it went back to when it carried none; a
-  refused probe adds its cost to the last one, so probing after refusals gets rarer.
+  refused probe adds its cost to twice the last one (``REFUSED_WEIGHT``), so
+  probing after refusals in a row backs off exponentially.
 - Between ``fail_at`` and the pace held, the server's limit is unknown: the
   slack may cost up to ``(x - fail_at)`` per fetch, a failed probe costs
   ``fail_cost``, and a probe ``PROBE_SHARE`` of the way (in log scale) toward
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from .tables import HostState
 
 __all__ = ["AT_PACE", "CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE", "PROBE_SHARE",
-           "SHRINK", "asked_for", "fast_step"]
+           "REFUSED_WEIGHT", "SHRINK", "asked_for", "fast_step"]
 
 SHRINK = 0.75
 """Descent per confirmed healthy fetch while no failure is known."""
@@ -76,6 +77,16 @@ AT_PACE = 1.1
 """A healthy fetch whose gap exceeded the interval by more than 10% did not
 run at the pace held (an idle host, the fetch after a pause, a resumed crawl):
 it neither confirms that pace nor counts toward a probe."""
+REFUSED_WEIGHT = 2.0
+"""A refused probe carries what failing had cost this many times into the
+price of the next: refused probes are evidence that the server's pace sits at
+the known-good end of the bracket (a 1/s server crawled from the 1 s start is
+held at exactly its pace, and every probe is refused), so probing backs off
+exponentially, like a retransmission timer: with equal pauses R, the next
+probe after k refused ones is priced (2^(k+1) - 1) R. A held probe keeps the
+record; a failure at the known-good pace (the server changed) starts it anew.
+The linear record, ``(k + 1) R``, paid a third 5 s pause on a 60-page crawl
+of a 1/s server."""
 FORGET_AFTER = 100
 """Healthy fetches held in a closed bracket before ``fail_at`` is lowered."""
 FORGET_STEP = 0.95
@@ -112,9 +123,13 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
     seen = state.gap if state.gap > 0 else x
     descending = state.fail_at <= 0
     if is_failure(signal.status):
-        # Past what the descent's lag explains (the gap trails a x SHRINK step by
-        # one fetch), the gap was idle time: it failed at the pace held.
-        if seen * SHRINK > x * AT_PACE:
+        # Past what the interval that spaced it explains (``x``; in the descent up
+        # to ``x / SHRINK``: the gap trails a step by one fetch, and a step the
+        # floor clamped lags by less), the gap was partly idle (a late start, a
+        # briefly empty queue, the IP's lag after a probe): it failed at the pace
+        # held. Kept as it was, a gap 1.1-1.5x the pace put fail_at above the
+        # pace already proven healthy, and the host held there.
+        if seen > (x / SHRINK if descending else x) * AT_PACE:
             seen = x
         seen = state.fail_at = asked_for(seen, x, descending)
         state.healthy_run = 0
@@ -123,7 +138,7 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
         nxt = state.good_at if state.good_at > x else config.widen(x)
         cost = signal.retry_after if signal.retry_after > nxt else nxt
         if state.good_at > x:  # refused below the known-good pace: a probe (or the descent)
-            cost += state.fail_cost  # the next probe must pay for this one too
+            cost += REFUSED_WEIGHT * state.fail_cost  # the next probe pays for these, doubled
         state.fail_cost = cost
         return nxt
     if config.latency_rising(signal.latency, signal.prev_latency):

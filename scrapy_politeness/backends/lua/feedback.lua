@@ -10,7 +10,7 @@
 --       narrow latency_rise latency_min_rise dead_after alpha idle_margin
 --       recovery ('fast' or 'additive') and the fast recovery's constants:
 --       shrink confirm patience probe_share margin forget_after forget_step min_widen
---       at_pace gap (the judged fetch's own booked gap; 0: the last booked one)
+--       at_pace refused_weight gap (the judged fetch's own booked gap; 0: the last booked one)
 --       and, optionally, the late start this fetch's headers revealed (late_start.lua's
 --       started_ago interval ip_spacing): it is applied first, as it happened first
 -- Returns: {adaptive, crawl_delay, not_before_in, latency, streak, dead,
@@ -41,10 +41,11 @@ local forget_after = tonumber(ARGV[21])
 local forget_step = tonumber(ARGV[22])
 local min_widen = tonumber(ARGV[23])
 local at_pace = tonumber(ARGV[24])
-local own_gap = tonumber(ARGV[25]) or 0
-if ARGV[26] then
-  late_start(now, KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[26]), tonumber(ARGV[27]),
-             tonumber(ARGV[28]), idle)
+local refused_weight = tonumber(ARGV[25])
+local own_gap = tonumber(ARGV[26]) or 0
+if ARGV[27] then
+  late_start(now, KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[27]), tonumber(ARGV[28]),
+             tonumber(ARGV[29]), idle)
 end
 
 local function clamp(adaptive, crawl_delay)
@@ -86,7 +87,10 @@ if recovery == 'fast' then
     return g
   end
   if failed then
-    if seen * shrink > x * at_pace then seen = x end  -- idle time, not the descent's lag
+    -- past what the interval that spaced it explains: partly idle, failed at the pace held
+    local spaced = x
+    if descending then spaced = x / shrink end
+    if seen > spaced * at_pace then seen = x end
     seen = asked_for(seen)
     fail_at = seen
     run = 0
@@ -94,7 +98,7 @@ if recovery == 'fast' then
     if good_at > x then adapted = good_at else adapted = widen(x) end
     local paid = cost
     if retry_after > adapted then cost = retry_after else cost = adapted end
-    if good_at > x then cost = cost + paid end
+    if good_at > x then cost = cost + refused_weight * paid end  -- paid for these, doubled
   elseif rising then
     run = 0
     adapted = x * soft_widen
