@@ -16,7 +16,9 @@ socket, read with ``loop.add_reader``:
   connected socket does the same check before Python sees the datagram);
 - an answer is accepted only if it parses and answers this query (its id and
   question: dnspython's ``Message.is_response``); anything else is read past,
-  as dnspython does with ``ignore_errors``, until the timeout.
+  as dnspython does with ``ignore_errors``, until the timeout. So is an ICMP
+  error, which only a connected socket reports (anyone can send one: failing
+  the name on it would let a spoofer who guessed the port alone do that).
 """
 
 from __future__ import annotations
@@ -89,12 +91,12 @@ async def udp_query(query: dns.message.Message, where: str, port: int, timeout: 
     try:
         sock.setblocking(False)
         sock.connect((where, port))  # binds an ephemeral port the kernel picks at random
-        sock.send(wire)
         reader = _Reader(loop)
         fd = sock.fileno()
-        loop.add_reader(fd, reader.readable)
+        loop.add_reader(fd, reader.readable)  # first: a loop without it sends nothing twice
         timer = loop.call_later(timeout, reader.expire)
         try:
+            sock.send(wire)
             while True:
                 await reader.waiter
                 answer = _read(sock, query, one_rr_per_rrset, ignore_trailing)
@@ -136,7 +138,7 @@ def _read(sock: socket.socket, query: dns.message.Message, one_rr_per_rrset: boo
             wire = sock.recv(_MAX_DATAGRAM)
         except (BlockingIOError, InterruptedError):
             return None
-        except ConnectionRefusedError:  # an ICMP port unreachable: the server is not there
+        except OSError:  # an ICMP error (unreachable, filtered): read past, see above
             continue
         try:
             answer = dns.message.from_wire(
