@@ -93,35 +93,48 @@ class SharedSync:
         (after ``release.at``) that booking covered. A host another process
         declared dead raises ``IgnoreRequest`` through ``on_dead``'s check.
         """
-        slip = 2.0 * self.slip.lag + self.rtt
-        sent = loop.time()
-        delay, shared = await self.backend.reserve(
-            release.key, release.ip, state.config, crawl_delay=state.crawl_delay, slip=slip)
-        got = loop.time()
-        rtt = got - sent
-        if shared is None:  # the local fallback: the local buckets alone apply
-            return release, math.inf
-        if rtt < 1.0:  # a round trip, not a wait for a lost backend
-            est = self.rtt * 0.95
-            self.rtt = rtt if rtt > est else est
-        if merge_shared(state, shared, got):  # declared dead by another crawler meanwhile
-            self._on_dead(release.key)
-        booked = got + delay
-        # The booking counts locally at once: a request the local gate releases
-        # meanwhile (a fallback after a loss) is spaced from it.
-        self.slip.spend(state, release.ip, booked + slip)
-        release = Release(release.token, release.key, release.ip, state.interval(), booked)
-        if delay > 0:
-            self.stats.inc_value("politeness/shared/waits")
-            await asyncio.sleep(delay)
-            if delay > STALL:  # booked ahead: a start reported late since may come first
-                release = await self._recheck(release, state, loop, slip)
-            self.slip.respend(release, loop.time())
-        return release, slip - rtt
+        while True:
+            slip = 2.0 * self.slip.lag + self.rtt
+            sent = loop.time()
+            delay, shared = await self.backend.reserve(
+                release.key, release.ip, state.config, crawl_delay=state.crawl_delay,
+                slip=slip)
+            got = loop.time()
+            rtt = got - sent
+            if shared is None:  # the local fallback: the local buckets alone apply
+                return release, math.inf
+            if rtt < 1.0:  # a round trip, not a wait for a lost backend
+                est = self.rtt * 0.95
+                self.rtt = rtt if rtt > est else est
+            if merge_shared(state, shared, got):  # declared dead by another crawler meanwhile
+                self._on_dead(release.key)
+            booked = got + delay
+            # The booking counts locally at once: a request the local gate releases
+            # meanwhile (a fallback after a loss) is spaced from it.
+            self.slip.spend(state, release.ip, booked + slip)
+            booking = Release(release.token, release.key, release.ip, state.interval(), booked)
+            if delay > 0:
+                self.stats.inc_value("politeness/shared/waits")
+                await asyncio.sleep(delay)
+                if delay > STALL:  # booked ahead: a start reported late since may come first
+                    rechecked = await self._recheck(booking, state, loop, slip)
+                    if rechecked is None:
+                        # Redis was lost meanwhile (hold): a late start another process
+                        # could not report may have overtaken the booking. Book again
+                        # once Redis is back, behind whatever it knows then.
+                        self.stats.inc_value("politeness/shared/rebooked_after_loss")
+                        continue
+                    booking = rechecked
+                self.slip.respend(booking, loop.time())
+            return booking, slip - rtt
 
     async def _recheck(self, release: Release[Any], state: HostState,
-                       loop: asyncio.AbstractEventLoop, slip: float) -> Release[Any]:
+                       loop: asyncio.AbstractEventLoop, slip: float) -> Release[Any] | None:
+        """The release after the wait a late start or pause reported since its
+        booking asks for; None when Redis cannot say (lost, in hold mode)."""
         extra = await self.backend.recheck(release.key, release.ip, slip=slip)
+        if extra is None:
+            return None
         if extra <= 0:
             return release
         self.stats.inc_value("politeness/shared/rechecked_waits")

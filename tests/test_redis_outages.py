@@ -259,3 +259,41 @@ async def test_a_booking_made_before_a_retry_after_pause_waits_for_it(
 async def test_a_booking_made_before_a_late_start_was_reported_waits_for_it(
         redis_server: RedisServer) -> None:
     await aio(_recheck(redis_server))
+
+
+# -- a booking that cannot be rechecked in hold mode is booked again ----------------------
+
+async def _rebooked_after_loss(server: RedisServer) -> None:
+    mw = PolitenessMiddleware.from_crawler(get_crawler(settings_dict={
+        "POLITENESS_BACKEND": server.url, "POLITENESS_NAMESPACE": f"t:{uuid.uuid4().hex[:8]}",
+        "POLITENESS_DEFAULT": 0.3, "POLITENESS_FLOOR": 0.3, "POLITENESS_IP_FLOOR": 0.3,
+        "POLITENESS_SEND_MARGIN": 0.0, "POLITENESS_DNS_HOSTS_FILE": None}))
+    assert mw.backend is not None and mw.shared is not None
+    loop = asyncio.get_running_loop()
+    mw.loop = mw.shared.loop = loop
+    await mw.backend.open()
+    try:
+        state = mw.hosts.get("rb.test")
+        await mw.shared.reserve(Release(None, "rb.test", IP, 0.3, loop.time()), state, loop)
+        second = asyncio.ensure_future(
+            mw.shared.reserve(Release(None, "rb.test", IP, 0.3, loop.time()), state, loop))
+        await asyncio.sleep(0.1)  # booked 0.3 s ahead, sleeping towards it
+        server.kill()
+        killed = loop.time()
+        # Another process's send may have left late meanwhile, and nobody can say
+        # so: at its booked start the request cannot recheck, so it does not go.
+        await asyncio.sleep(0.5)
+        assert not second.done()
+        server.start()  # empty: the request books again behind what Redis knows then
+        release, _ = await second
+        assert mw.stats.get_value("politeness/shared/rebooked_after_loss") == 1
+        assert release.at >= killed + 0.5  # booked after Redis came back, not the old start
+    finally:
+        mw.backend.abort_waiting()
+        await mw.backend.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_booking_that_cannot_be_rechecked_waits_and_books_again(
+        own_redis: RedisServer) -> None:
+    await aio(_rebooked_after_loss(own_redis))

@@ -64,11 +64,12 @@ class SharedBackend(Protocol):
                             interval: float, ip_spacing: float) -> None:
         """Move the shared buckets to a start later than its booking covered."""
 
-    async def recheck(self, key: str, ip: str | None, *, slip: float = 0.0) -> float:
+    async def recheck(self, key: str, ip: str | None, *, slip: float = 0.0) -> float | None:
         """Seconds a booked request must still wait for a late start reported
         after its booking or a pause learnt since (0 when none); pushed, it
         goes behind any booking made after it. ``slip``: how late after now
-        its send leaves."""
+        its send leaves. None: the backend cannot say (lost, and the crawl
+        holds while it is): the caller books again once it is back."""
         ...
 
     def abort_waiting(self) -> None:

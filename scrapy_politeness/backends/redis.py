@@ -238,16 +238,18 @@ class RedisBackend(_RedisReseed):
         except BackendUnavailable:
             logger.debug("politeness: late start of %s not shared (Redis down)", key)
 
-    async def recheck(self, key: str, ip: str | None, *, slip: float = 0.0) -> float:
+    async def recheck(self, key: str, ip: str | None, *, slip: float = 0.0) -> float | None:
         """Seconds a request booked earlier must still wait, just before its
         send, for a late start reported since (``correct_start``) or a
-        Retry-After pause another process learnt since; 0 if none, or if Redis
-        cannot say (its booking stands)."""
+        Retry-After pause another process learnt since; 0 if none. Redis
+        lost: None in ``"hold"`` mode (the request books again once it is
+        back: a late start nobody could report may have overtaken it), 0 in
+        ``"local"`` mode (its booking stands; the local buckets apply)."""
         keys = [self._key("host", key)]
         if not _is_zero_ip(ip):
             keys.append(self._key("late", ip))
         try:
             reply: Any = await self._run("recheck", keys, [self.margin, slip])
         except BackendUnavailable:
-            return 0.0
+            return None if self.on_loss == "hold" else 0.0
         return _f(reply)
