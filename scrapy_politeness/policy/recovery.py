@@ -29,8 +29,10 @@ BBR probes for more only now and then:
   paid equals the price, the host holds until ``healthy_run x (x - fail_at)``
   reaches the probe's expected price, ``PATIENCE x fail_cost``, then probes:
   a success narrows the bracket from above (once a fetch ran at the probe's
-  pace), a failure from below. A cheap pause (``Retry-After: 1``) probes
-  soon, a dear one (``Retry-After: 5``) later.
+  pace: a gap reaching the known-good pace is the IP bucket's lag, for at
+  most ``PENDING_AT_MOST`` fetches, as a probe less than the slip below that
+  pace runs at such gaps for good), a failure from below. A cheap pause
+  (``Retry-After: 1``) probes soon, a dear one (``Retry-After: 5``) later.
 - Paces are kept as the intervals that produced the gaps (``asked_for``):
   the ~10 ms the machinery adds to each start must not come back on top of
   every return to the known-good pace.
@@ -52,8 +54,8 @@ from .config import Config, Signal, is_failure
 if TYPE_CHECKING:
     from .tables import HostState
 
-__all__ = ["AT_PACE", "CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE", "PROBE_SHARE",
-           "REFUSED_WEIGHT", "SHRINK", "asked_for", "fast_step"]
+__all__ = ["AT_PACE", "CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE",
+           "PENDING_AT_MOST", "PROBE_SHARE", "REFUSED_WEIGHT", "SHRINK", "asked_for", "fast_step"]
 
 SHRINK = 0.75
 """Descent per confirmed healthy fetch while no failure is known."""
@@ -87,6 +89,13 @@ probe after k refused ones is priced (2^(k+1) - 1) R. A held probe keeps the
 record; a failure at the known-good pace (the server changed) starts it anew.
 The linear record, ``(k + 1) R``, paid a third 5 s pause on a 60-page crawl
 of a 1/s server."""
+PENDING_AT_MOST = 8
+"""Healthy fetches (counted from the probe) after which a probe is judged at
+its own pace even if its gaps still reach the known-good pace. The lag of a
+probe is the IP bucket's one fetch plus the fetches in flight; a probe less
+than the slip (~10 ms) below the known-good pace runs at gaps at or above it
+for good, and without this bound it was never judged again: no probe, no
+forgetting (a 3/s server held 7% slow for the rest of the crawl)."""
 FORGET_AFTER = 100
 """Healthy fetches held in a closed bracket before ``fail_at`` is lowered."""
 FORGET_STEP = 0.95
@@ -152,7 +161,11 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
     if run < CONFIRM and fail_at > 0:  # no pause yet: nothing to distrust
         return x
     good_at = state.good_at
-    if fail_at > 0 and x < good_at <= seen:  # a probe pending: this gap ran at the old pace
+    # A probe pending: this gap ran at the old pace (the IP bucket's lag, a
+    # fetch in flight). A gap at the probe's pace looks the same when the probe
+    # went less than the slip below: that lag is a few fetches, so a probe
+    # still "pending" after PENDING_AT_MOST ran at its own pace, and is judged.
+    if fail_at > 0 and x < good_at <= seen and run < PENDING_AT_MOST:
         return x
     state.good_at = asked_for(seen, x, descending)
     if fail_at <= 0:  # nothing failed yet: descend
