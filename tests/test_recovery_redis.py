@@ -27,6 +27,7 @@ FAST = Config(recovery="fast")
 
 class _Judged(HostTable):
     judged_pending = 0
+    forgets = 0
 
 
 def _outcomes(rate: float, retry_after: float, slip: float,
@@ -40,7 +41,8 @@ def _outcomes(rate: float, retry_after: float, slip: float,
 async def _replay(server: RedisServer, outcomes: list[tuple[float, Signal]]) -> HostTable:
     """Both sides fed the same outcomes; ``table.judged_pending`` counts the
     probes judged at their own pace although their gaps reached the known-good
-    pace (a probe step smaller than the slip, ``PENDING_AT_MOST``)."""
+    pace (a probe step smaller than the slip, ``PENDING_AT_MOST``),
+    ``table.forgets`` the failing paces forgotten (with the refusal record)."""
     b = RedisBackend(server.url, namespace=f"t:{uuid.uuid4().hex[:8]}", margin=0.0)
     await b.open()
     try:
@@ -49,9 +51,11 @@ async def _replay(server: RedisServer, outcomes: list[tuple[float, Signal]]) -> 
         for step, (gap, signal) in enumerate(outcomes):
             shared = await b.feedback("h", signal, FAST, 5, gap=gap)
             pending = state.fail_at > 0 and state.adaptive < state.good_at <= gap
+            fail_at = state.fail_at
             state.gap = gap
             table.feedback("h", signal, time.monotonic())
             table.judged_pending += pending and state.good_at == state.adaptive
+            table.forgets += signal.status == 200 and state.fail_at < fail_at
             where = f"step {step} gap {gap:.4f} {signal}"
             assert shared.adaptive == pytest.approx(state.adaptive, abs=1e-9), where
             assert shared.fail_at == pytest.approx(state.fail_at, abs=1e-9), where
@@ -82,6 +86,14 @@ async def test_lua_and_python_agree_when_the_slip_exceeds_a_probe_step(
     known-good pace, and both sides judge the probe after ``PENDING_AT_MOST``."""
     table = await aio(_replay(redis_server, _outcomes(rate, retry_after, slip, pages=120)))
     assert table.judged_pending >= 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_lua_and_python_agree_on_forgetting(redis_server: RedisServer) -> None:
+    """A 1/s server crawled long enough for the closed bracket to forget its
+    failing pace (and halve the refusal record) several times."""
+    table = await aio(_replay(redis_server, _outcomes(1.0, 5.0, 0.01, pages=500)))
+    assert table.forgets >= 2
 
 
 

@@ -119,7 +119,11 @@ if recovery == 'fast' then
         run = confirm - 1
         adapted = x * shrink
       elseif x <= closest then
-        if run >= forget_after then fail_at = fail_at * forget_step; run = confirm - 1 end
+        if run >= forget_after then  -- the failing pace and the refusal record with it
+          fail_at = fail_at * forget_step
+          cost = cost / refused_weight
+          run = confirm - 1
+        end
         adapted = x
       elseif run * (x - fail_at) >= patience * cost then
         run = 0  -- the next probe pays its own rent
