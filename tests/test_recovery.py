@@ -336,11 +336,13 @@ def test_refused_probes_in_a_row_make_the_next_one_much_rarer() -> None:
     assert held == 1 + math.ceil(0.3 * 15.0 / (1.0 - probe))
 
 
-def test_a_host_held_at_exactly_its_pace_stops_paying_pauses() -> None:
+def test_a_host_held_at_exactly_its_pace_pays_two_pauses_at_most() -> None:
     """Servers whose pace is the known-good one the descent left (1/s and 4/3/s
     from the 1 s start: x0.75 steps land on them): every probe is refused. With
     Retry-After 5, a 60-page crawl (the bench's 1/s cells) pays the descent's
-    pause and one refused probe's; the linear record paid a third pause."""
+    pause and one refused probe's; the linear record paid a third pause. The
+    pauses become rarer (each refusal doubles the price of the next probe),
+    never none: a longer crawl still probes, and forgetting halves the record."""
     for rate in (1.0, 4 / 3):
         run = crawl(FAST, TokenBucket(1 / rate, retry_after=5.0), 60, slip=0.01)
         assert run.early() == 0

@@ -21,7 +21,8 @@ BBR probes for more only now and then:
   the interval. ``fail_cost`` keeps what failing cost: the pause
   (Retry-After), or the interval it went back to when it carried none; a
   refused probe adds its cost to twice the last one (``REFUSED_WEIGHT``), so
-  probing after refusals in a row backs off exponentially.
+  probing backs off exponentially with each refusal (held probes between
+  refusals keep the record; forgetting halves it).
 - Between ``fail_at`` and the pace held, the server's limit is unknown: the
   slack may cost up to ``(x - fail_at)`` per fetch, a failed probe costs
   ``fail_cost``, and a probe ``PROBE_SHARE`` of the way (in log scale) toward
@@ -87,8 +88,9 @@ price of the next: refused probes are evidence that the server's pace sits at
 the known-good end of the bracket (a 1/s server crawled from the 1 s start is
 held at exactly its pace, and every probe is refused), so probing backs off
 exponentially, like a retransmission timer: with equal pauses R, the next
-probe after k refused ones is priced (2^(k+1) - 1) R. A held probe keeps the
-record; a failure at the known-good pace (the server changed) starts it anew.
+probe after k refused ones (in a row or not: a held probe keeps the record)
+is priced (2^(k+1) - 1) R. A failure at the known-good pace (the server
+changed) starts the record anew; forgetting ``fail_at`` halves it.
 The linear record, ``(k + 1) R``, paid a third 5 s pause on a 60-page crawl
 of a 1/s server."""
 PENDING_AT_MOST = 8
