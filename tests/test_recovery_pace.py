@@ -172,7 +172,7 @@ def test_a_probe_step_smaller_than_the_slip_does_not_lock_the_bracket(rate: floa
     ran at gaps at or above that pace: every later fetch looked like the IP
     bucket's lag, the probe was never confirmed and nothing moved again (2/s:
     held 0.5067 s with good_at 0.516 s from fetch 81 on; 3/s: 0.3471 s with
-    0.3564 s from fetch 58, 7% slow against 1.086 x T* on 1000 pages). A probe
+    0.3564 s from fetch 58, 7% slow: 1.086 x T* on 1000 pages). A probe
     still pending after ``PENDING_AT_MOST`` fetches is judged at its own pace."""
     table = _Traced(FAST)
     run = crawl(FAST, TokenBucket(1 / rate, retry_after=2.0), 300, slip=SLIP, table=table)
