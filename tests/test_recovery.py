@@ -336,12 +336,36 @@ def test_refused_probes_in_a_row_make_the_next_one_much_rarer() -> None:
     assert held == 1 + math.ceil(0.3 * 15.0 / (1.0 - probe))
 
 
-def test_a_host_held_at_exactly_its_pace_stops_paying_pauses() -> None:
+def test_a_host_held_at_exactly_its_pace_pays_two_pauses_at_most() -> None:
     """Servers whose pace is the known-good one the descent left (1/s and 4/3/s
     from the 1 s start: x0.75 steps land on them): every probe is refused. With
     Retry-After 5, a 60-page crawl (the bench's 1/s cells) pays the descent's
-    pause and one refused probe's; the linear record paid a third pause."""
+    pause and one refused probe's; the linear record paid a third pause. The
+    pauses become rarer (each refusal doubles the price of the next probe),
+    never none: a longer crawl still probes, and forgetting halves the record."""
     for rate in (1.0, 4 / 3):
         run = crawl(FAST, TokenBucket(1 / rate, retry_after=5.0), 60, slip=0.01)
         assert run.early() == 0
         assert run.refused() <= 2
+
+
+def test_a_server_that_got_faster_is_found_again() -> None:
+    """Issue 10 review: forgetting lowered ``fail_at`` but kept the refusal
+    record, so after a few refused probes (``fail_cost`` 5 -> 15 -> 35 ...) the
+    rent for the next probe ran to thousands of fetches: a 1/s server that
+    doubled its rate was not found in 11,000 fetches. Forgetting halves the
+    record too (a refusal doubled it). The bound is the design's arithmetic:
+    from a failing pace near 1 s, reaching 0.5 s takes
+    ceil(log(0.5) / log(FORGET_STEP)) = 14 forgets of FORGET_AFTER = 100 held
+    fetches each, 1,400 fetches at least; allowed twice that (found after
+    ~2,040)."""
+    slip = 0.01
+    forgets = math.ceil(math.log(0.5) / math.log(recovery.FORGET_STEP))
+    assert forgets == 14
+    bound = 2 * forgets * recovery.FORGET_AFTER
+    table = HostTable(FAST)
+    run = crawl(FAST, TokenBucket(1.0, retry_after=5.0), 300 + bound, slip=slip,
+                limits={300: 0.5}, table=table)
+    assert run.early() == 0
+    assert run.refused() <= 0.05 * len(run.statuses)
+    assert max(run.intervals[-100:]) + slip <= 1.1 * 0.5  # held within 10% of the new pace

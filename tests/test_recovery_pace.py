@@ -15,10 +15,24 @@ import math
 import pytest
 from ratesim import TokenBucket, crawl
 
-from scrapy_politeness.policy import Config, HostTable, Signal
+from scrapy_politeness.policy import Config, HostTable, Outcome, Signal, recovery
 
 FAST = Config(recovery="fast")
 SLIP = 0.01
+
+
+class _Traced(HostTable):
+    """A HostTable that keeps (interval, known-good pace) after each outcome."""
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.trace: list[tuple[float, float]] = []
+
+    def feedback(self, key: str, signal: Signal, now: float) -> Outcome:
+        out = super().feedback(key, signal, now)
+        state = self.get(key)
+        self.trace.append((state.adaptive, state.good_at))
+        return out
 
 
 def _held(table: HostTable, t: float, gap: float, n: int) -> float:
@@ -149,3 +163,41 @@ def test_a_failure_after_a_short_idle_gap_does_not_freeze_the_bracket_above_the_
     assert state.fail_at <= 0.5
     assert state.adaptive <= 0.5 * 1.05  # back near it, not held at late x 0.5 x 1.03
 
+
+
+@pytest.mark.parametrize("rate", [2.0, 3.0])
+def test_a_probe_step_smaller_than_the_slip_does_not_lock_the_bracket(rate: float) -> None:
+    """Issue 10 review: the pending-probe check compared the raw gap (slip
+    included) with the known-good pace. A probe less than the slip below it
+    ran at gaps at or above that pace: every later fetch looked like the IP
+    bucket's lag, the probe was never confirmed and nothing moved again (2/s:
+    held 0.5067 s with good_at 0.516 s from fetch 81 on; 3/s: 0.3471 s with
+    0.3564 s from fetch 58, 7% slow: 1.086 x T* on 1000 pages). A probe
+    still pending after ``PENDING_AT_MOST`` fetches is judged at its own pace."""
+    table = _Traced(FAST)
+    run = crawl(FAST, TokenBucket(1 / rate, retry_after=2.0), 300, slip=SLIP, table=table)
+    assert run.early() == 0
+    out = 0  # fetches in a row with a probe out (below the known-good pace), unjudged
+    longest = 0
+    for adaptive, good_at in table.trace:
+        out = out + 1 if adaptive < good_at else 0
+        longest = max(longest, out)
+    assert longest <= recovery.PENDING_AT_MOST  # round 5: 221 (2/s), 243 (3/s): to the end
+    assert max(run.intervals[-100:]) + SLIP <= 1.05 / rate  # the server saw <= 5% slow
+
+
+def test_a_pending_probe_is_taken_as_run_at_its_pace_at_last() -> None:
+    """A probe already pending with a step below the slip (a crawl resumed from
+    the old controller's memory, a slip that grew after the probe) ran at gaps
+    at or above the known-good pace (0.5167 s >= 0.516 s) for good: the IP
+    bucket's lag is a fetch (or the few in flight), so after ``PENDING_AT_MOST``
+    healthy fetches since the probe it ran at its pace, and is judged."""
+    table = HostTable(FAST)
+    state = table.get("h")
+    state.adaptive, state.fail_at, state.good_at, state.fail_cost = 0.5067, 0.4857, 0.516, 6.0
+    t = 0.0
+    table.start("h", t)
+    t = _held(table, t, 0.5067 + SLIP, recovery.PENDING_AT_MOST - 1)
+    assert state.good_at == 0.516  # the lag of a probe: pending
+    _held(table, t, 0.5067 + SLIP, 1)
+    assert state.good_at == 0.5067

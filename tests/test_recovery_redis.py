@@ -25,23 +25,37 @@ from scrapy_politeness.policy import Config, HostTable, Signal
 FAST = Config(recovery="fast")
 
 
-def _outcomes(rate: float, retry_after: float, slip: float) -> list[tuple[float, Signal]]:
-    run = crawl(FAST, TokenBucket(1 / rate, retry_after=retry_after), 60, slip=slip)
+class _Judged(HostTable):
+    judged_pending = 0
+    forgets = 0
+
+
+def _outcomes(rate: float, retry_after: float, slip: float,
+              pages: int = 60) -> list[tuple[float, Signal]]:
+    run = crawl(FAST, TokenBucket(1 / rate, retry_after=retry_after), pages, slip=slip)
     gaps = [0.0] + [b - a for a, b in pairwise(run.starts)]
     return [(gap, Signal(status, retry_after if status == 429 else 0.0, 0.01))
             for gap, status in zip(gaps, run.statuses, strict=True)]
 
 
 async def _replay(server: RedisServer, outcomes: list[tuple[float, Signal]]) -> HostTable:
+    """Both sides fed the same outcomes; ``table.judged_pending`` counts the
+    probes judged at their own pace although their gaps reached the known-good
+    pace (a probe step smaller than the slip, ``PENDING_AT_MOST``),
+    ``table.forgets`` the failing paces forgotten (with the refusal record)."""
     b = RedisBackend(server.url, namespace=f"t:{uuid.uuid4().hex[:8]}", margin=0.0)
     await b.open()
     try:
-        table = HostTable(FAST)
+        table = _Judged(FAST)
         state = table.get("h")
         for step, (gap, signal) in enumerate(outcomes):
             shared = await b.feedback("h", signal, FAST, 5, gap=gap)
+            pending = state.fail_at > 0 and state.adaptive < state.good_at <= gap
+            fail_at = state.fail_at
             state.gap = gap
             table.feedback("h", signal, time.monotonic())
+            table.judged_pending += pending and state.good_at == state.adaptive
+            table.forgets += signal.status == 200 and state.fail_at < fail_at
             where = f"step {step} gap {gap:.4f} {signal}"
             assert shared.adaptive == pytest.approx(state.adaptive, abs=1e-9), where
             assert shared.fail_at == pytest.approx(state.fail_at, abs=1e-9), where
@@ -62,6 +76,24 @@ async def test_lua_and_python_agree_on_a_crawl_with_a_send_slip(
     table = await aio(_replay(redis_server, outcomes))
     state = table.get("h")
     assert 0 < state.fail_at < state.good_at
+
+
+@pytest_twisted.ensureDeferred
+@pytest.mark.parametrize(("rate", "retry_after", "slip"), [(3.0, 2.0, 0.01), (3.0, 2.0, 0.03)])
+async def test_lua_and_python_agree_when_the_slip_exceeds_a_probe_step(
+        redis_server: RedisServer, rate: float, retry_after: float, slip: float) -> None:
+    """Probe steps below the slip: the gaps at the probe's pace reach the
+    known-good pace, and both sides judge the probe after ``PENDING_AT_MOST``."""
+    table = await aio(_replay(redis_server, _outcomes(rate, retry_after, slip, pages=120)))
+    assert table.judged_pending >= 1
+
+
+@pytest_twisted.ensureDeferred
+async def test_lua_and_python_agree_on_forgetting(redis_server: RedisServer) -> None:
+    """A 1/s server crawled long enough for the closed bracket to forget its
+    failing pace (and halve the refusal record) several times."""
+    table = await aio(_replay(redis_server, _outcomes(1.0, 5.0, 0.01, pages=500)))
+    assert table.forgets >= 2
 
 
 

@@ -21,7 +21,8 @@ BBR probes for more only now and then:
   the interval. ``fail_cost`` keeps what failing cost: the pause
   (Retry-After), or the interval it went back to when it carried none; a
   refused probe adds its cost to twice the last one (``REFUSED_WEIGHT``), so
-  probing after refusals in a row backs off exponentially.
+  probing backs off exponentially with each refusal (held probes between
+  refusals keep the record; forgetting halves it).
 - Between ``fail_at`` and the pace held, the server's limit is unknown: the
   slack may cost up to ``(x - fail_at)`` per fetch, a failed probe costs
   ``fail_cost``, and a probe ``PROBE_SHARE`` of the way (in log scale) toward
@@ -29,14 +30,18 @@ BBR probes for more only now and then:
   paid equals the price, the host holds until ``healthy_run x (x - fail_at)``
   reaches the probe's expected price, ``PATIENCE x fail_cost``, then probes:
   a success narrows the bracket from above (once a fetch ran at the probe's
-  pace), a failure from below. A cheap pause (``Retry-After: 1``) probes
-  soon, a dear one (``Retry-After: 5``) later.
+  pace: a gap reaching the known-good pace is the IP bucket's lag, for at
+  most ``PENDING_AT_MOST`` fetches, as a probe less than the slip below that
+  pace runs at such gaps for good), a failure from below. A cheap pause
+  (``Retry-After: 1``) probes soon, a dear one (``Retry-After: 5``) later.
 - Paces are kept as the intervals that produced the gaps (``asked_for``):
   the ~10 ms the machinery adds to each start must not come back on top of
   every return to the known-good pace.
 - Once the bracket is narrower than ``MARGIN`` the host holds; ``FORGET_AFTER``
   healthy fetches later ``fail_at`` is lowered by ``FORGET_STEP``, which opens
-  the bracket again (a server that got faster is found again, rarely).
+  the bracket again, and ``fail_cost`` is divided by ``REFUSED_WEIGHT`` (a
+  forget undoes one refusal's weight): a server that got faster is found
+  again, slowly (2x its rate: ~14 forgets, ~2,000 fetches).
 
 Fetch counts and the recorded gap, no clock: the Redis backend
 (``feedback.lua``, with the gap booked by ``reserve.lua``) runs the same
@@ -52,8 +57,8 @@ from .config import Config, Signal, is_failure
 if TYPE_CHECKING:
     from .tables import HostState
 
-__all__ = ["AT_PACE", "CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE", "PROBE_SHARE",
-           "REFUSED_WEIGHT", "SHRINK", "asked_for", "fast_step"]
+__all__ = ["AT_PACE", "CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE",
+           "PENDING_AT_MOST", "PROBE_SHARE", "REFUSED_WEIGHT", "SHRINK", "asked_for", "fast_step"]
 
 SHRINK = 0.75
 """Descent per confirmed healthy fetch while no failure is known."""
@@ -83,14 +88,26 @@ price of the next: refused probes are evidence that the server's pace sits at
 the known-good end of the bracket (a 1/s server crawled from the 1 s start is
 held at exactly its pace, and every probe is refused), so probing backs off
 exponentially, like a retransmission timer: with equal pauses R, the next
-probe after k refused ones is priced (2^(k+1) - 1) R. A held probe keeps the
-record; a failure at the known-good pace (the server changed) starts it anew.
+probe after k refused ones (in a row or not: a held probe keeps the record)
+is priced (2^(k+1) - 1) R. A failure at the known-good pace (the server
+changed) starts the record anew; forgetting ``fail_at`` halves it.
 The linear record, ``(k + 1) R``, paid a third 5 s pause on a 60-page crawl
 of a 1/s server."""
+PENDING_AT_MOST = 8
+"""Healthy fetches (counted from the probe) after which a probe is judged at
+its own pace even if its gaps still reach the known-good pace. The lag of a
+probe is the IP bucket's one fetch plus the fetches in flight; a probe less
+than the slip (~10 ms) below the known-good pace runs at gaps at or above it
+for good, and without this bound it was never judged again: no probe, no
+forgetting (a 3/s server held 7% slow for the rest of the crawl)."""
 FORGET_AFTER = 100
 """Healthy fetches held in a closed bracket before ``fail_at`` is lowered."""
 FORGET_STEP = 0.95
-"""How much of ``fail_at`` is forgotten then (a server that got faster)."""
+"""How much of ``fail_at`` is forgotten then (a server that got faster). The
+refusal record is divided by ``REFUSED_WEIGHT`` at the same time: kept whole,
+the price of the next probe after a few refused ones (5 s pauses: 15, 35,
+... 635 s) took thousands of fetches of rent, and a 1/s server that doubled
+its rate was not found in 11,000 fetches."""
 
 
 def asked_for(seen: float, x: float, descending: bool) -> float:
@@ -152,7 +169,11 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
     if run < CONFIRM and fail_at > 0:  # no pause yet: nothing to distrust
         return x
     good_at = state.good_at
-    if fail_at > 0 and x < good_at <= seen:  # a probe pending: this gap ran at the old pace
+    # A probe pending: this gap ran at the old pace (the IP bucket's lag, a
+    # fetch in flight). A gap at the probe's pace looks the same when the probe
+    # went less than the slip below: that lag is a few fetches, so a probe
+    # still "pending" after PENDING_AT_MOST ran at its own pace, and is judged.
+    if fail_at > 0 and x < good_at <= seen and run < PENDING_AT_MOST:
         return x
     state.good_at = asked_for(seen, x, descending)
     if fail_at <= 0:  # nothing failed yet: descend
@@ -160,8 +181,9 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
         return x * SHRINK
     closest = fail_at * MARGIN
     if x <= closest:  # a closed bracket: hold, forget slowly
-        if run >= FORGET_AFTER:
+        if run >= FORGET_AFTER:  # the failing pace and the refusal record with it
             state.fail_at = fail_at * FORGET_STEP
+            state.fail_cost /= REFUSED_WEIGHT
             state.healthy_run = CONFIRM - 1
         return x
     if run * (x - fail_at) >= PATIENCE * state.fail_cost:  # the slack paid for a probe

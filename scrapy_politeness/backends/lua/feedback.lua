@@ -10,7 +10,8 @@
 --       narrow latency_rise latency_min_rise dead_after alpha idle_margin
 --       recovery ('fast' or 'additive') and the fast recovery's constants:
 --       shrink confirm patience probe_share margin forget_after forget_step min_widen
---       at_pace refused_weight gap (the judged fetch's own booked gap; 0: the last booked one)
+--       at_pace refused_weight pending_at_most
+--       gap (the judged fetch's own booked gap; 0: the last booked one)
 --       and, optionally, the late start this fetch's headers revealed (late_start.lua's
 --       started_ago interval ip_spacing): it is applied first, as it happened first
 -- Returns: {adaptive, crawl_delay, not_before_in, latency, streak, dead,
@@ -42,10 +43,11 @@ local forget_step = tonumber(ARGV[22])
 local min_widen = tonumber(ARGV[23])
 local at_pace = tonumber(ARGV[24])
 local refused_weight = tonumber(ARGV[25])
-local own_gap = tonumber(ARGV[26]) or 0
-if ARGV[27] then
-  late_start(now, KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[27]), tonumber(ARGV[28]),
-             tonumber(ARGV[29]), idle)
+local pending_at_most = tonumber(ARGV[26])
+local own_gap = tonumber(ARGV[27]) or 0
+if ARGV[28] then
+  late_start(now, KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[28]), tonumber(ARGV[29]),
+             tonumber(ARGV[30]), idle)
 end
 
 local function clamp(adaptive, crawl_delay)
@@ -108,8 +110,8 @@ if recovery == 'fast' then
     run = run + 1
     if run < confirm and fail_at > 0 then
       adapted = x
-    elseif fail_at > 0 and x < good_at and good_at <= seen then
-      adapted = x  -- a probe pending: this gap ran at the old pace
+    elseif fail_at > 0 and x < good_at and good_at <= seen and run < pending_at_most then
+      adapted = x  -- a probe pending: this gap ran at the old pace (a few fetches at most)
     else
       good_at = asked_for(seen)
       local closest = fail_at * margin
@@ -117,7 +119,11 @@ if recovery == 'fast' then
         run = confirm - 1
         adapted = x * shrink
       elseif x <= closest then
-        if run >= forget_after then fail_at = fail_at * forget_step; run = confirm - 1 end
+        if run >= forget_after then  -- the failing pace and the refusal record with it
+          fail_at = fail_at * forget_step
+          cost = cost / refused_weight
+          run = confirm - 1
+        end
         adapted = x
       elseif run * (x - fail_at) >= patience * cost then
         run = 0  -- the next probe pays its own rent
