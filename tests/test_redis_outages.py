@@ -268,7 +268,8 @@ async def _rebooked_after_loss(server: RedisServer) -> None:
         "POLITENESS_BACKEND": server.url, "POLITENESS_NAMESPACE": f"t:{uuid.uuid4().hex[:8]}",
         "POLITENESS_DEFAULT": 0.3, "POLITENESS_FLOOR": 0.3, "POLITENESS_IP_FLOOR": 0.3,
         "POLITENESS_SEND_MARGIN": 0.0, "POLITENESS_DNS_HOSTS_FILE": None}))
-    assert mw.backend is not None and mw.shared is not None
+    assert mw.backend is not None
+    assert mw.shared is not None
     loop = asyncio.get_running_loop()
     mw.loop = mw.shared.loop = loop
     await mw.backend.open()
