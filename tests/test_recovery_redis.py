@@ -19,8 +19,9 @@ import pytest_twisted
 from ratesim import TokenBucket, crawl
 from redis_server import RedisServer, aio
 
+from scrapy_politeness.backends import SharedHost
 from scrapy_politeness.backends.redis import RedisBackend
-from scrapy_politeness.policy import Config, HostTable, Signal
+from scrapy_politeness.policy import Config, HostState, HostTable, Signal
 
 FAST = Config(recovery="fast")
 
@@ -36,6 +37,15 @@ def _outcomes(rate: float, retry_after: float, slip: float,
     gaps = [0.0] + [b - a for a, b in pairwise(run.starts)]
     return [(gap, Signal(status, retry_after if status == 429 else 0.0, 0.01))
             for gap, status in zip(gaps, run.statuses, strict=True)]
+
+
+def _assert_same(shared: SharedHost, state: HostState, where: str) -> None:
+    """Redis's answer holds the controller state the Python tables computed."""
+    assert shared.adaptive == pytest.approx(state.adaptive, abs=1e-9), where
+    assert shared.fail_at == pytest.approx(state.fail_at, abs=1e-9), where
+    assert shared.good_at == pytest.approx(state.good_at, abs=1e-9), where
+    assert shared.healthy_run == state.healthy_run, where
+    assert shared.fail_cost == pytest.approx(state.fail_cost, abs=1e-9), where
 
 
 async def _replay(server: RedisServer, outcomes: list[tuple[float, Signal]]) -> HostTable:
@@ -57,11 +67,7 @@ async def _replay(server: RedisServer, outcomes: list[tuple[float, Signal]]) -> 
             table.judged_pending += pending and state.good_at == state.adaptive
             table.forgets += signal.status == 200 and state.fail_at < fail_at
             where = f"step {step} gap {gap:.4f} {signal}"
-            assert shared.adaptive == pytest.approx(state.adaptive, abs=1e-9), where
-            assert shared.fail_at == pytest.approx(state.fail_at, abs=1e-9), where
-            assert shared.good_at == pytest.approx(state.good_at, abs=1e-9), where
-            assert shared.healthy_run == state.healthy_run, where
-            assert shared.fail_cost == pytest.approx(state.fail_cost, abs=1e-9), where
+            _assert_same(shared, state, where)
         return table
     finally:
         await b.close()
@@ -119,11 +125,7 @@ async def _late_starts(server: RedisServer, late: float) -> HostTable:
             table.feedback("h", signal, time.monotonic())
             lates += status == 503 and state.fail_at == x  # judged at the pace held
             where = f"step {step} gap {gap:.4f} {signal}"
-            assert shared.adaptive == pytest.approx(state.adaptive, abs=1e-9), where
-            assert shared.fail_at == pytest.approx(state.fail_at, abs=1e-9), where
-            assert shared.good_at == pytest.approx(state.good_at, abs=1e-9), where
-            assert shared.healthy_run == state.healthy_run, where
-            assert shared.fail_cost == pytest.approx(state.fail_cost, abs=1e-9), where
+            _assert_same(shared, state, where)
         assert lates >= 5
         return table
     finally:

@@ -101,11 +101,15 @@ async def test_reserve_spends_the_slip_and_late_starts_are_corrected(
 
 # -- issue 14 item 2: a booking counts in the local buckets before its sleep --------------
 
-async def _booked_counts_locally(server: RedisServer) -> None:
-    mw = PolitenessMiddleware.from_crawler(get_crawler(settings_dict={
+def _shared_middleware(server: RedisServer) -> PolitenessMiddleware:
+    return PolitenessMiddleware.from_crawler(get_crawler(settings_dict={
         "POLITENESS_BACKEND": server.url, "POLITENESS_NAMESPACE": f"t:{uuid.uuid4().hex[:8]}",
         "POLITENESS_DEFAULT": 0.3, "POLITENESS_FLOOR": 0.3, "POLITENESS_IP_FLOOR": 0.3,
         "POLITENESS_SEND_MARGIN": 0.0, "POLITENESS_DNS_HOSTS_FILE": None}))
+
+
+async def _booked_counts_locally(server: RedisServer) -> None:
+    mw = _shared_middleware(server)
     assert mw.backend is not None
     loop = asyncio.get_running_loop()
     mw.loop = loop
@@ -264,10 +268,7 @@ async def test_a_booking_made_before_a_late_start_was_reported_waits_for_it(
 # -- a booking that cannot be rechecked in hold mode is booked again ----------------------
 
 async def _rebooked_after_loss(server: RedisServer) -> None:
-    mw = PolitenessMiddleware.from_crawler(get_crawler(settings_dict={
-        "POLITENESS_BACKEND": server.url, "POLITENESS_NAMESPACE": f"t:{uuid.uuid4().hex[:8]}",
-        "POLITENESS_DEFAULT": 0.3, "POLITENESS_FLOOR": 0.3, "POLITENESS_IP_FLOOR": 0.3,
-        "POLITENESS_SEND_MARGIN": 0.0, "POLITENESS_DNS_HOSTS_FILE": None}))
+    mw = _shared_middleware(server)
     assert mw.backend is not None
     assert mw.shared is not None
     loop = asyncio.get_running_loop()
