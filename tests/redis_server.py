@@ -14,10 +14,13 @@ import socket
 import subprocess
 import time
 from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 from twisted.internet.defer import Deferred
+
+if TYPE_CHECKING:
+    from scrapy_politeness.middleware import PolitenessMiddleware
 
 
 def require_redis_server() -> str:
@@ -113,3 +116,18 @@ T = TypeVar("T")
 def aio(coro: Coroutine[Any, Any, T]) -> Deferred[T]:
     """Run an asyncio coroutine on the reactor's loop from a Twisted test."""
     return Deferred.fromFuture(asyncio.ensure_future(coro))
+
+
+def shared_middleware(server: RedisServer) -> PolitenessMiddleware:
+    """A politeness middleware on ``server`` in a namespace of its own, every
+    spacing 0.3 s, no send margin, no hosts file (the shared-sync tests)."""
+    import uuid
+
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_politeness.middleware import PolitenessMiddleware
+
+    return PolitenessMiddleware.from_crawler(get_crawler(settings_dict={
+        "POLITENESS_BACKEND": server.url, "POLITENESS_NAMESPACE": f"t:{uuid.uuid4().hex[:8]}",
+        "POLITENESS_DEFAULT": 0.3, "POLITENESS_FLOOR": 0.3, "POLITENESS_IP_FLOOR": 0.3,
+        "POLITENESS_SEND_MARGIN": 0.0, "POLITENESS_DNS_HOSTS_FILE": None}))

@@ -13,8 +13,7 @@ import time
 import uuid
 
 import pytest_twisted
-from redis_server import RedisServer, aio
-from scrapy.utils.test import get_crawler
+from redis_server import RedisServer, aio, shared_middleware
 
 from scrapy_politeness.backends import LateStart
 from scrapy_politeness.backends.redis import RedisBackend
@@ -49,13 +48,6 @@ async def test_feedback_carrying_a_late_start_moves_host_and_ip(
     await aio(_feedback_moves_buckets(redis_server))
 
 
-def _middleware(server: RedisServer) -> PolitenessMiddleware:
-    return PolitenessMiddleware.from_crawler(get_crawler(settings_dict={
-        "POLITENESS_BACKEND": server.url, "POLITENESS_NAMESPACE": f"t:{uuid.uuid4().hex[:8]}",
-        "POLITENESS_DEFAULT": 0.3, "POLITENESS_FLOOR": 0.3, "POLITENESS_IP_FLOOR": 0.3,
-        "POLITENESS_SEND_MARGIN": 0.0, "POLITENESS_DNS_HOSTS_FILE": None}))
-
-
 async def _settled(mw: PolitenessMiddleware) -> None:
     """Until the shared sync's Redis calls in flight have answered."""
     assert mw.shared is not None
@@ -64,7 +56,7 @@ async def _settled(mw: PolitenessMiddleware) -> None:
 
 
 async def _rides_or_goes_alone(server: RedisServer) -> None:
-    mw = _middleware(server)
+    mw = shared_middleware(server)
     assert mw.backend is not None
     assert mw.shared is not None
     loop = asyncio.get_running_loop()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from redis_server import RedisServer, aio
+from redis_server import RedisServer, aio, shared_middleware
 from scrapy.utils.test import get_crawler
 
 from scrapy_politeness.backends import SharedHost
@@ -101,15 +101,8 @@ async def test_reserve_spends_the_slip_and_late_starts_are_corrected(
 
 # -- issue 14 item 2: a booking counts in the local buckets before its sleep --------------
 
-def _shared_middleware(server: RedisServer) -> PolitenessMiddleware:
-    return PolitenessMiddleware.from_crawler(get_crawler(settings_dict={
-        "POLITENESS_BACKEND": server.url, "POLITENESS_NAMESPACE": f"t:{uuid.uuid4().hex[:8]}",
-        "POLITENESS_DEFAULT": 0.3, "POLITENESS_FLOOR": 0.3, "POLITENESS_IP_FLOOR": 0.3,
-        "POLITENESS_SEND_MARGIN": 0.0, "POLITENESS_DNS_HOSTS_FILE": None}))
-
-
 async def _booked_counts_locally(server: RedisServer) -> None:
-    mw = _shared_middleware(server)
+    mw = shared_middleware(server)
     assert mw.backend is not None
     loop = asyncio.get_running_loop()
     mw.loop = loop
@@ -268,7 +261,7 @@ async def test_a_booking_made_before_a_late_start_was_reported_waits_for_it(
 # -- a booking that cannot be rechecked in hold mode is booked again ----------------------
 
 async def _rebooked_after_loss(server: RedisServer) -> None:
-    mw = _shared_middleware(server)
+    mw = shared_middleware(server)
     assert mw.backend is not None
     assert mw.shared is not None
     loop = asyncio.get_running_loop()
