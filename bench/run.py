@@ -46,7 +46,12 @@ ADDON = {"scrapy_politeness.Addon": 300}
 STATIC_RESOLVER = "bench.static_resolver.StaticResolver"
 DEFAULT_QUEUE = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 CONFIGS = ("plugin", "plugin+default-queue", "autothrottle", "delay+jitter", "delay")
-ALL_CONFIGS = (*CONFIGS, "plugin-additive")
+ALL_CONFIGS = (*CONFIGS, "plugin-additive", "delay-per-ip")
+# Stock Scrapy spacing IPs, not hosts: the deprecated (2.14) per-IP download slots, which
+# Scrapy's default DownloaderAwarePriorityQueue refuses, and a warm DNS cache (see
+# bench/static_resolver.py). The same pace the plugin keeps on an IP-bound crawl.
+STOCK_PER_IP = {"CONCURRENT_REQUESTS_PER_IP": 1,
+                "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue"}
 # "plugin-additive": the plugin with the reference design's recovery (POLITENESS_RECOVERY).
 EXTRA_SECTIONS = ("dns-faults", "overhead", "memory", "redis")
 MEM_TARGET = 400.0
@@ -124,6 +129,8 @@ def config_settings(config: str, scenario: Scenario, farm: Farm) -> dict[str, An
         settings.update(AUTOTHROTTLE_ENABLED=True, AUTOTHROTTLE_START_DELAY=interval)
     elif config == "delay":
         settings["DOWNLOAD_DELAY_JITTER"] = 0
+    elif config == "delay-per-ip":
+        settings.update(STOCK_PER_IP, DOWNLOAD_DELAY=scenario.ip_floor, DOWNLOAD_DELAY_JITTER=0)
     elif config != "delay+jitter":
         raise ValueError(config)
     return settings
@@ -146,7 +153,7 @@ def run_scenario(scenario: Scenario, only: tuple[str, ...] | None = None) -> lis
     bound, _ = scenario.lower_bound()
     with Farm(scenario.spec) as farm:
         urls = [farm.url(h, p) for h, p in scenario.urls]
-        configs = scenario.configs or CONFIGS
+        configs = scenario.configs or (*CONFIGS, *scenario.also)
         for config in configs if only is None else [c for c in configs if c in only]:
             farm.reset()
             progress(f"{scenario.name}: {config} ({len(urls)} URLs, T* {bound:.2f} s)")

@@ -29,6 +29,7 @@ class Scenario:
     host_intervals: dict[str, float] = field(default_factory=dict)  # hosts slower than interval
     robots_delays: bool = False  # the plugin learns host_intervals from robots.txt Crawl-delay
     configs: tuple[str, ...] = ()  # the configurations to run; () means all of them
+    also: tuple[str, ...] = ()  # run besides all of them (not with ``configs``)
     start_interval: float | None = None  # the plugin's POLITENESS_DEFAULT (None: interval)
 
     def interval_of(self, host: str) -> float:
@@ -204,7 +205,7 @@ def many_hosts(quick: bool) -> Scenario:
     urls = [(h, p) for p in _pages(per_host) for h in hosts]
     return Scenario("many-hosts", f"{n_hosts} hosts on {n_ips} IPs, {per_host} URLs each",
                     {"ips": ips, "hosts": hosts}, urls, interval=0.1, ip_floor=0.1,
-                    concurrent_requests=64)
+                    concurrent_requests=64, also=("delay-per-ip",))
 
 
 def bucket(rate: int, retry_after: int, form: str, quick: bool) -> Scenario:

@@ -9,7 +9,9 @@ reactor's resolver, see ``scrapy.crawler.CrawlerProcess._setup_reactor``) and
 pass the map as JSON ``{"name": "ip", ...}`` in the environment variable
 :data:`ENV_VAR`. Unknown names fail like an NXDOMAIN; a name mapped to
 ``"timeout:SECONDS"`` fails after that long, like a DNS server that never
-answers (the dns-faults benchmark).
+answers (the dns-faults benchmark). With ``CONCURRENT_REQUESTS_PER_IP`` set,
+the map is also put in Scrapy's own DNS cache at start, so stock's per-IP
+download slots key every request by its IP (a warm cache).
 """
 
 from __future__ import annotations
@@ -48,7 +50,15 @@ class StaticResolver:
 
     @classmethod
     def from_crawler(cls, crawler: Any, reactor: Any) -> StaticResolver:
-        return cls(reactor, _load_map(os.environ.get(ENV_VAR)))
+        hosts = _load_map(os.environ.get(ENV_VAR))
+        if crawler.settings.getint("CONCURRENT_REQUESTS_PER_IP"):
+            # Stock Scrapy keys a download slot by IP only for a name already in its
+            # DNS cache; a cold cache would pace every host's first request by name.
+            from scrapy.resolver import dnscache
+
+            for name, ip in hosts.items():
+                dnscache[name] = ip
+        return cls(reactor, hosts)
 
     def install_on_reactor(self) -> None:
         self.reactor.installResolver(self)
