@@ -268,7 +268,6 @@ class PolitenessMiddleware:
 
     async def _spider_closed(self, spider: Spider) -> None:
         self.watch.stop()
-        self.slip.close()
         self._close_gate("politeness: spider closed")
         if self.robots_prefetch is not None:
             self.robots_prefetch.close()

@@ -7,12 +7,11 @@ request, so a slow loop turn can widen a gap but never shorten it:
   decaying maximum of recent resume lags, at most ``STALL``: a longer one is
   a stall, handled by the turn count below, not a turn to expect again);
 - a request's bytes are written a few loop turns after its release
-  (:mod:`.policy.stalls`), so the loop's turns are counted (:mod:`.turns`, at
-  its selector; a tick once a turn on a loop without one): a turn that ran
-  long (a full garbage collection, a slow callback) while a send was that
-  close held it, and its spends move to the turn's end, before anything else
-  runs. The gate asks the same before every release (:meth:`SendSlip.check`),
-  for a turn that is running long still;
+  (:mod:`.policy.stalls`), so while any send is that close, a tick runs once
+  a turn: a turn that ran long (a full garbage collection, a slow callback)
+  held them, and their spends move to its end, before anything else runs.
+  The gate asks the same before every release (:meth:`SendSlip.check`), for
+  a turn that is running long still;
 - once headers arrive, the download's real start (and whatever the first byte
   took beyond the host's usual latency) moves the buckets again.
 
@@ -27,13 +26,11 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from . import turns
 from .policy.stalls import RecentSends
 
 if TYPE_CHECKING:
     from .policy import HostState, HostTable, IPTable, Release
     from .sharedsync import SharedSync
-    from .turns import TurnClock
 
 __all__ = ["STALL", "Dispatch", "SendSlip"]
 
@@ -61,40 +58,12 @@ class SendSlip:
         self.margin = margin  # what the gate adds to every spacing (POLITENESS_SEND_MARGIN)
         self.shared: SharedSync | None = None
         self.lag = 0.0  # recent event-loop resume lag
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.recent: RecentSends[Dispatch] = RecentSends()
-        self.clock: TurnClock | None = None  # the loop's turns, counted at its selector
-        self._held_until = 0.0  # the last stall moved everything held up to here
-        # Without a selector to count at: a tick re-armed every turn counts them.
-        self._turn = 0  # loop turns counted while a send may be on its way
+        self.turn = 0  # loop turns counted while a send may be on its way
         self.turn_began = 0.0  # when the tick of the current turn ran
         self._ticking = False
         self._first_tick = False
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop | None:
-        return self._loop
-
-    @loop.setter
-    def loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        if loop is self._loop:
-            return
-        self.close()
-        self._loop = loop
-        self.clock = turns.attach(loop)
-        if self.clock is not None:
-            self.clock.listeners.append(self._turn_ended)
-
-    def close(self) -> None:
-        """Stop listening to the loop's turns (the spider closed)."""
-        if self.clock is not None:
-            self.clock.listeners.remove(self._turn_ended)
-            self.clock = None
-
-    @property
-    def turn(self) -> int:
-        """The loop turn running now (counted while a send may be on its way)."""
-        return self.clock.turn if self.clock is not None else self._turn
 
     def spend(self, state: HostState, ip: str | None, at: float) -> None:
         """Spend the host and IP buckets at ``at`` (never backwards).
@@ -113,35 +82,19 @@ class SendSlip:
         if self.shared is None:
             dispatch.spent = state.last_start
             dispatch.ip_next = self.ips.eligible_at(dispatch.ip)
-        if self.clock is not None:
-            self.recent.add(dispatch, self.clock.turn)
-            return
-        self.recent.add(dispatch, self._turn)
-        if not self._ticking and self._loop is not None:
+        self.recent.add(dispatch, self.turn)
+        if not self._ticking and self.loop is not None:
             self._ticking = self._first_tick = True
             self.turn_began = now
-            self._loop.call_soon(self._tick)
-
-    def _turn_ended(self, began: float, now: float) -> bool:
-        """The loop is about to wait for I/O: if the turn that ends ran long, the
-        sends it may have held move to its end, before any timer or answer of the
-        next turn can release the next request on their buckets. True when they
-        did (a shared backend's report may then be scheduled: see :mod:`.turns`)."""
-        if now - max(began, self._held_until) > STALL and self.recent:
-            self._held_until = now
-            assert self.clock is not None
-            if self.recent.pending(self.clock.turn):
-                self.stalled(now)
-                return True
-        return False
+            self.loop.call_soon(self._tick)
 
     def _tick(self) -> None:
         """The first callback of a turn (scheduled by the previous one): if that
         turn ran long, the sends it may have held move to its end, before any
         timer or I/O of this turn can release the next request on their buckets.
         Ticks stop once no send is that recent (an idle loop sleeps)."""
-        assert self._loop is not None
-        now = self._loop.time()
+        assert self.loop is not None
+        now = self.loop.time()
         try:
             if now - self.turn_began > STALL:
                 self.stalled(now)
@@ -152,23 +105,17 @@ class SendSlip:
             if self._first_tick:
                 self._first_tick = False
             else:
-                self._turn += 1
+                self.turn += 1
             self.turn_began = now
-            if self.recent.pending(self._turn):
-                self._loop.call_soon(self._tick)
+            if self.recent.pending(self.turn):
+                self.loop.call_soon(self._tick)
             else:
                 self._ticking = False
 
     def check(self, now: float) -> None:
         """Before the gate releases anything: a turn that has run long so far
         (a collection inside it) is holding the sends still on their way."""
-        clock = self.clock
-        if clock is not None:
-            if now - max(clock.began, self._held_until) > STALL and self.recent:
-                if self.recent.pending(clock.turn):
-                    self.stalled(now)
-                self._held_until = now
-        elif self._ticking and now - self.turn_began > STALL:
+        if self._ticking and now - self.turn_began > STALL:
             self.stalled(now)
             self.turn_began = now
 

@@ -18,27 +18,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 import pytest_twisted
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
-from scrapy_politeness import turns
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy.stalls import TURNS_TO_WIRE
 
 SPACING = 0.1
 PAUSE = 0.15
 IP, OTHER_IP = "127.0.0.2", "127.0.0.3"
-
-
-@pytest.fixture(autouse=True, params=["selector", "tick"])
-def counting(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs with the turns counted at the loop's selector, and with the
-    per-turn tick a loop without a selector to wrap falls back to."""
-    if request.param == "tick":
-        monkeypatch.setattr(turns, "attach", lambda loop: None)
-    return str(request.param)
 
 
 def _mw() -> PolitenessMiddleware:
@@ -176,40 +165,3 @@ async def test_a_send_already_written_is_not_moved_by_a_later_long_turn() -> Non
         _finish(mw.process_request(Request("http://b.test/")))
 
     await _run(scenario)
-
-
-@pytest_twisted.ensureDeferred
-async def test_turns_are_counted_without_keeping_the_loop_awake(counting: str) -> None:
-    """While a send is on its way the loop still sleeps in ``select()`` until
-    I/O or a timer is due. The fallback's tick, re-armed every turn, wakes it
-    ``TURNS_TO_WIRE`` times more per send: on a busy crawl the loop then takes
-    answers in one per turn and (measured) runs twice the garbage collections."""
-    mw = _mw()
-
-    async def scenario() -> tuple[int, int]:
-        loop = mw.loop = asyncio.get_running_loop()
-        assert (mw.slip.clock is not None) == (counting == "selector")
-        selector = loop._selector  # type: ignore[attr-defined]
-        selector = getattr(selector, "inner", selector)  # the real one, under the counting one
-        selects = [0, 0]
-        real = selector.select
-
-        def select(timeout: float | None = None) -> Any:
-            selects[-1] += 1
-            return real(timeout)
-
-        selector.select = select
-        try:
-            await asyncio.sleep(0.05)  # what the loop wakes for anyway
-            selects.append(0)
-            await mw.process_request(Request("http://a.test/"))  # a send on its way
-            await asyncio.sleep(0.05)
-        finally:
-            del selector.select
-        return selects[-2], selects[-1]
-
-    idle, sending = await _run(scenario)
-    if counting == "selector":
-        assert sending <= idle + 1
-    else:
-        assert sending >= idle + TURNS_TO_WIRE
