@@ -1,6 +1,6 @@
 """CPU per request, plugin vs stock Scrapy, side by side: ``python -m bench --only overhead``.
 
-Three crawls, each run stock / plugin / stock / plugin (interleaved, so a
+Three crawls, each run in rounds of stock then plugin (interleaved, so a
 load change hits both alike), CPU time of the crawl process from ``os.wait4``:
 
 - ``50-hosts``: 5,000 requests, 50 hosts on 2 IPs, every interval 0. Target:
@@ -98,11 +98,18 @@ def _cases(quick: bool) -> dict[str, Case]:
 CASES = tuple(_cases(False))
 
 
-def _run_case(case: Case) -> tuple[list[tuple[str, CrawlRun, int]], int] | str:
+ROUNDS = 3
+"""Rounds of (each baseline, plugin) per case. A crawl settles in one of two garbage
+collector modes (docs/benchmark.md), stock too, about 1.5 s of CPU apart: with two
+rounds the ratio of the medians was mostly which mode each configuration drew."""
+
+
+def _run_case(case: Case, rounds: int = ROUNDS
+              ) -> tuple[list[tuple[str, CrawlRun, int]], int] | str:
     spec, pairs = case.spec()
     host_ip = {h: raw["ip"] for h, raw in spec["hosts"].items()}
     runs: list[tuple[str, CrawlRun, int]] = []
-    order = [*case.baselines, "plugin"] * 2
+    order = [*case.baselines, "plugin"] * rounds
     with Farm(spec) as farm:
         urls = [farm.url(h, p) for h, p in pairs]
         for i, config in enumerate(order):
@@ -167,10 +174,11 @@ def _case_lines(case: Case, runs: list[tuple[str, CrawlRun, int]], n: int) -> li
     return lines
 
 
-def run_overhead(quick: bool, only: tuple[str, ...] = CASES) -> list[str]:
+def run_overhead(quick: bool, only: tuple[str, ...] = CASES, rounds: int = ROUNDS) -> list[str]:
     lines = [
         "## CPU overhead per request", "",
-        "Each crawl runs stock / plugin / stock / plugin. Plugin: the add-on (its queue); "
+        f"Each crawl runs {rounds} rounds of stock (and stock-per-ip where listed) then plugin, "
+        "interleaved. Plugin: the add-on (its queue); "
         "stock: no add-on, a static resolver. Process CPU = user+sys of the crawl process "
         "(`os.wait4`), start-up included; crawl-phase CPU = `time.process_time()` from "
         "`engine_started` to `spider_closed`; requests/s over the crawl phase. See "
@@ -179,7 +187,7 @@ def run_overhead(quick: bool, only: tuple[str, ...] = CASES) -> list[str]:
     for name, case in _cases(quick).items():
         if name not in only:
             continue
-        result = _run_case(case)
+        result = _run_case(case, rounds)
         if isinstance(result, str):
             lines += [f"### {name}", "", f"crawl failed: {result[-500:]}", ""]
             continue
@@ -225,11 +233,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", metavar="CASE", choices=CASES)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--only", action="append", choices=CASES)
+    parser.add_argument("--rounds", type=int, default=ROUNDS,
+                        help=f"rounds of (stock..., plugin) per case (default {ROUNDS})")
     args = parser.parse_args(argv)
     if args.profile:
         profile(_cases(args.quick)[args.profile], args.top)
         return 0
-    print("\n".join(run_overhead(args.quick, tuple(args.only or CASES))))
+    print("\n".join(run_overhead(args.quick, tuple(args.only or CASES), args.rounds)))
     return 0
 
 
