@@ -118,6 +118,15 @@ def aio(coro: Coroutine[Any, Any, T]) -> Deferred[T]:
     return Deferred.fromFuture(asyncio.ensure_future(coro))
 
 
+async def opened_on_this_loop(mw: PolitenessMiddleware) -> asyncio.AbstractEventLoop:
+    """Give ``mw`` (from :func:`shared_middleware`) the running loop and open its
+    backend, as the spider's opening would; the loop."""
+    assert mw.backend is not None
+    loop = mw.loop = asyncio.get_running_loop()  # the setter gives it to the shared sync too
+    await mw.backend.open()
+    return loop
+
+
 def shared_middleware(server: RedisServer) -> PolitenessMiddleware:
     """A politeness middleware on ``server`` in a namespace of its own, every
     spacing 0.3 s, no send margin, no hosts file (the shared-sync tests)."""

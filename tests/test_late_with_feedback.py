@@ -13,7 +13,7 @@ import time
 import uuid
 
 import pytest_twisted
-from redis_server import RedisServer, aio, shared_middleware
+from redis_server import RedisServer, aio, opened_on_this_loop, shared_middleware
 
 from scrapy_politeness.backends import LateStart
 from scrapy_politeness.backends.redis import RedisBackend
@@ -59,9 +59,7 @@ async def _rides_or_goes_alone(server: RedisServer) -> None:
     mw = shared_middleware(server)
     assert mw.backend is not None
     assert mw.shared is not None
-    loop = asyncio.get_running_loop()
-    mw.loop = mw.shared.loop = loop
-    await mw.backend.open()
+    loop = await opened_on_this_loop(mw)
     stats = mw.stats
     try:
         # Answered in time: the report waits and rides on the feedback.

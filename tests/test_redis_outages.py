@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from redis_server import RedisServer, aio, shared_middleware
+from redis_server import RedisServer, aio, opened_on_this_loop, shared_middleware
 from scrapy.utils.test import get_crawler
 
 from scrapy_politeness.backends import SharedHost
@@ -104,9 +104,7 @@ async def test_reserve_spends_the_slip_and_late_starts_are_corrected(
 async def _booked_counts_locally(server: RedisServer) -> None:
     mw = shared_middleware(server)
     assert mw.backend is not None
-    loop = asyncio.get_running_loop()
-    mw.loop = loop
-    await mw.backend.open()
+    loop = await opened_on_this_loop(mw)
     try:
         state = mw.hosts.get("a.test")
         mw.hosts.get("b.test")
@@ -264,9 +262,7 @@ async def _rebooked_after_loss(server: RedisServer) -> None:
     mw = shared_middleware(server)
     assert mw.backend is not None
     assert mw.shared is not None
-    loop = asyncio.get_running_loop()
-    mw.loop = mw.shared.loop = loop
-    await mw.backend.open()
+    loop = await opened_on_this_loop(mw)
     try:
         state = mw.hosts.get("rb.test")
         await mw.shared.reserve(Release(None, "rb.test", IP, 0.3, loop.time()), state, loop)
