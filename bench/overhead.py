@@ -41,6 +41,11 @@ from .run import ADDON, STATIC_RESOLVER, STOCK_PER_IP, CrawlRun, progress, run_c
 __all__ = ["CASES", "Case", "run_overhead"]
 
 PROFILE_ENV = "BENCH_PROFILE"  # bench.crawl writes a cProfile of the crawl there
+HOSTS_FILE = "plugin-hosts-file"
+"""The plugin with every farm name in ``POLITENESS_DNS_HOSTS_FILE``: no DNS query, as
+stock's static resolver. Beside the plugin it splits the plugin's cost into its DNS
+queries and the rest (queue, gate, send slip, feedback), which no profile does
+reliably: cProfile's own times are smeared by the garbage collector."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,8 @@ class Case:
     target: float
     # Stock configurations run beside the plugin; the target is judged against the last.
     baselines: tuple[str, ...] = ("stock",)
+    # Plugin configurations run after it in each round, to split its cost (not judged).
+    diagnostics: tuple[str, ...] = ()
 
     def spec(self) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         ips = [f"127.0.0.{2 + i}" for i in range(self.n_ips)]
@@ -66,17 +73,23 @@ class Case:
         urls = [(h, f"/p/{p}") for p in range(self.per_host) for h in hosts]
         return {"ips": ips, "hosts": hosts}, urls
 
-    def settings(self, config: str, farm: Farm) -> dict[str, Any]:
+    def settings(self, config: str, farm: Farm, hosts_file: str | None = None
+                 ) -> dict[str, Any]:
+        """``hosts_file``: the farm's names as an /etc/hosts file, for ``HOSTS_FILE``."""
         base = {"CONCURRENT_REQUESTS": self.concurrent}
         if config.startswith("stock"):
             stock = {**base, "TWISTED_DNS_RESOLVER": STATIC_RESOLVER,
                      "DOWNLOAD_DELAY": self.interval, "RANDOMIZE_DOWNLOAD_DELAY": False}
             return {**stock, **STOCK_PER_IP} if config == "stock-per-ip" else stock
         spacing = self.interval
-        return {**base, "ADDONS": ADDON, "POLITENESS_DEFAULT": spacing,
-                "POLITENESS_FLOOR": spacing, "POLITENESS_IP_FLOOR": spacing,
-                **({} if spacing else {"POLITENESS_SEND_MARGIN": 0}),
-                "POLITENESS_DNS_NAMESERVERS": [farm.dns]}
+        plugin = {**base, "ADDONS": ADDON, "POLITENESS_DEFAULT": spacing,
+                  "POLITENESS_FLOOR": spacing, "POLITENESS_IP_FLOOR": spacing,
+                  **({} if spacing else {"POLITENESS_SEND_MARGIN": 0}),
+                  "POLITENESS_DNS_NAMESERVERS": [farm.dns]}
+        if config == HOSTS_FILE:
+            assert hosts_file is not None, "HOSTS_FILE needs the farm's hosts file"
+            plugin["POLITENESS_DNS_HOSTS_FILE"] = hosts_file
+        return plugin
 
 
 def _cases(quick: bool) -> dict[str, Case]:
@@ -87,11 +100,12 @@ def _cases(quick: bool) -> dict[str, Case]:
         Case("50-hosts", "50 hosts x 100 URLs on 2 IPs, every interval 0",
              scale(50, 10), 2, scale(100, 50), 16, 0.0, "cpu", 1.10),
         Case("many-hosts", "1,500 hosts x 2 URLs on 30 IPs, every interval 0",
-             scale(1500, 300), scale(30, 10), 2, 64, 0.0, "rate", 0.9),
+             scale(1500, 300), scale(30, 10), 2, 64, 0.0, "rate", 0.9,
+             diagnostics=(HOSTS_FILE,)),
         Case("many-hosts-spaced", "1,500 hosts x 2 URLs on 30 IPs, 0.1 s spacing ON "
              "(stock: DOWNLOAD_DELAY 0.1, no jitter; per host, and per IP)",
              scale(1500, 300), scale(30, 10), 2, 64, 0.1, "cpu", 1.15,
-             ("stock", "stock-per-ip")),
+             ("stock", "stock-per-ip"), (HOSTS_FILE,)),
     )}
 
 
@@ -109,16 +123,19 @@ def _run_case(case: Case, rounds: int = ROUNDS
     spec, pairs = case.spec()
     host_ip = {h: raw["ip"] for h, raw in spec["hosts"].items()}
     runs: list[tuple[str, CrawlRun, int]] = []
-    order = [*case.baselines, "plugin"] * rounds
-    with Farm(spec) as farm:
+    order = [*case.baselines, "plugin", *case.diagnostics] * rounds
+    with Farm(spec) as farm, tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp:
         urls = [farm.url(h, p) for h, p in pairs]
+        hosts_file = Path(tmp, "hosts")
+        hosts_file.write_text("".join(f"{ip} {h}\n" for h, ip in host_ip.items()),
+                              encoding="utf-8")
         for i, config in enumerate(order):
             farm.reset()
             load = os.getloadavg()[0]
             progress(f"overhead {case.name}: run {i + 1}/{len(order)} {config} "
                      f"({len(urls)} requests, load {load:.2f})")
-            stock = config != "plugin"
-            run = run_crawl(urls, case.settings(config, farm),
+            stock = config.startswith("stock")
+            run = run_crawl(urls, case.settings(config, farm, str(hosts_file)),
                             static_hosts=host_ip if stock else None, timeout=600)
             if not run.ok:
                 progress(f"  FAILED: {run.error[-300:]}")
@@ -171,13 +188,20 @@ def _case_lines(case: Case, runs: list[tuple[str, CrawlRun, int]], n: int) -> li
                   f"{verdict}",
                   f"- process CPU, plugin / stock: {cpu:.3f}; difference {diff:+.0f} µs CPU "
                   "per request", f"- crawl-phase CPU, plugin / stock: {phase:.3f}", ""]
+    for other in case.diagnostics:  # before the closing blank line
+        dns = (med("plugin", "cpu") - med(other, "cpu")) / n * 1e6
+        alone = med(other, "cpu") / med(base, "cpu")
+        split = med("plugin", "cpu") / med(other, "cpu")
+        lines[-1:] = [f"- process CPU, {other} / {base}: {alone:.3f}; plugin / {other}: "
+                      f"{split:.3f} (the DNS queries: {dns:+.0f} µs CPU per request)", ""]
     return lines
 
 
 def run_overhead(quick: bool, only: tuple[str, ...] = CASES, rounds: int = ROUNDS) -> list[str]:
     lines = [
         "## CPU overhead per request", "",
-        f"Each crawl runs {rounds} rounds of stock (and stock-per-ip where listed) then plugin, "
+        f"Each crawl runs {rounds} rounds of stock (and stock-per-ip where listed) then plugin "
+        f"(then {HOSTS_FILE} where listed: every name in a hosts file, no DNS query), "
         "interleaved. Plugin: the add-on (its queue); "
         "stock: no add-on, a static resolver. Process CPU = user+sys of the crawl process "
         "(`os.wait4`), start-up included; crawl-phase CPU = `time.process_time()` from "
