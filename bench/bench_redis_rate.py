@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retry-after", type=int, default=2)
     parser.add_argument("--form", choices=("seconds", "date"), default="seconds")
     parser.add_argument("--processes", type=int, default=3)
-    parser.add_argument("--recovery", choices=("fast", "additive"), default="fast")
+    parser.add_argument("--recovery", choices=("fast", "bracket", "additive"), default="fast")
     parser.add_argument("--arrivals", help="write the farm's arrivals here (JSON lines)")
     args = parser.parse_args(argv)
     binary = shutil.which("redis-server")

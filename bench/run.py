@@ -46,13 +46,14 @@ ADDON = {"scrapy_politeness.Addon": 300}
 STATIC_RESOLVER = "bench.static_resolver.StaticResolver"
 DEFAULT_QUEUE = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 CONFIGS = ("plugin", "plugin+default-queue", "autothrottle", "delay+jitter", "delay")
-ALL_CONFIGS = (*CONFIGS, "plugin-additive", "delay-per-ip")
+ALL_CONFIGS = (*CONFIGS, "plugin-additive", "plugin-bracket", "delay-per-ip")
 # Stock Scrapy spacing IPs, not hosts: the deprecated (2.14) per-IP download slots, which
 # Scrapy's default DownloaderAwarePriorityQueue refuses, and a warm DNS cache (see
 # bench/static_resolver.py). The same pace the plugin keeps on an IP-bound crawl.
 STOCK_PER_IP = {"CONCURRENT_REQUESTS_PER_IP": 1,
                 "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue"}
-# "plugin-additive": the plugin with the reference design's recovery (POLITENESS_RECOVERY).
+# "plugin-additive": the plugin with the reference design's recovery (POLITENESS_RECOVERY);
+# "plugin-bracket": with the bracket search alone (no round-pace prior).
 EXTRA_SECTIONS = ("dns-faults", "overhead", "memory", "redis")
 MEM_TARGET = 400.0
 EVICT_TARGET = 1.10
@@ -120,6 +121,8 @@ def config_settings(config: str, scenario: Scenario, farm: Farm) -> dict[str, An
             settings["SCHEDULER_PRIORITY_QUEUE"] = DEFAULT_QUEUE
         if config == "plugin-additive":
             settings["POLITENESS_RECOVERY"] = "additive"
+        elif config == "plugin-bracket":
+            settings["POLITENESS_RECOVERY"] = "bracket"
         return settings
     settings["TWISTED_DNS_RESOLVER"] = STATIC_RESOLVER
     settings["DOWNLOAD_DELAY"] = interval

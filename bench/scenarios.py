@@ -225,7 +225,7 @@ def bucket(rate: int, retry_after: int, form: str, quick: bool) -> Scenario:
                     f"{pages} URLs of a token bucket of {rate}/s (burst 1) answering 429 + "
                     f"Retry-After {retry_after} s ({shown}); the plugin starts at 1 s",
                     spec, [(host, p) for p in _pages(pages)], interval=0.25, ip_floor=0.25,
-                    configs=RATE_CONFIGS if name in COMPARE_SEED else ("plugin", "autothrottle"),
+                    configs=RATE_CONFIGS if name in COMPARE_SEED else GRID_CONFIGS,
                     start_interval=1.0)
 
 
@@ -244,7 +244,10 @@ def limit_drop(quick: bool) -> Scenario:
                     configs=RATE_CONFIGS, start_interval=1.0)
 
 
-RATE_CONFIGS = ("plugin", "plugin-additive", "autothrottle")
+# "plugin-bracket": the bracket search without the round-pace prior, the plugin's
+# recovery before it (POLITENESS_RECOVERY = "bracket"), side by side with the default.
+GRID_CONFIGS = ("plugin", "plugin-bracket", "autothrottle")
+RATE_CONFIGS = ("plugin", "plugin-bracket", "plugin-additive", "autothrottle")
 RATE_GRID = {f"bucket-r{r}-ra{ra}-{form[0]}": (r, ra, form)
              for r in (1, 2, 4) for ra in (1, 2, 5) for form in ("seconds", "date")}
 # 3/s is no power of two of the 1 s start: a x0.75 (or x0.5) descent cannot land on it.

@@ -24,6 +24,7 @@ from scrapy_politeness.backends.redis import RedisBackend
 from scrapy_politeness.policy import Config, HostState, HostTable, Signal
 
 FAST = Config(recovery="fast")
+BRACKET = Config(recovery="bracket")  # the same search without the round-pace prior
 
 
 class _Judged(HostTable):
@@ -31,9 +32,9 @@ class _Judged(HostTable):
     forgets = 0
 
 
-def _outcomes(rate: float, retry_after: float, slip: float,
-              pages: int = 60) -> list[tuple[float, Signal]]:
-    run = crawl(FAST, TokenBucket(1 / rate, retry_after=retry_after), pages, slip=slip)
+def _outcomes(rate: float, retry_after: float, slip: float, pages: int = 60,
+              config: Config = FAST) -> list[tuple[float, Signal]]:
+    run = crawl(config, TokenBucket(1 / rate, retry_after=retry_after), pages, slip=slip)
     gaps = [0.0] + [b - a for a, b in pairwise(run.starts)]
     return [(gap, Signal(status, retry_after if status == 429 else 0.0, 0.01))
             for gap, status in zip(gaps, run.statuses, strict=True)]
@@ -48,7 +49,8 @@ def _assert_same(shared: SharedHost, state: HostState, where: str) -> None:
     assert shared.fail_cost == pytest.approx(state.fail_cost, abs=1e-9), where
 
 
-async def _replay(server: RedisServer, outcomes: list[tuple[float, Signal]]) -> HostTable:
+async def _replay(server: RedisServer, outcomes: list[tuple[float, Signal]],
+                  config: Config = FAST) -> HostTable:
     """Both sides fed the same outcomes; ``table.judged_pending`` counts the
     probes judged at their own pace although their gaps reached the known-good
     pace (a probe step smaller than the slip, ``PENDING_AT_MOST``),
@@ -56,10 +58,10 @@ async def _replay(server: RedisServer, outcomes: list[tuple[float, Signal]]) -> 
     b = RedisBackend(server.url, namespace=f"t:{uuid.uuid4().hex[:8]}", margin=0.0)
     await b.open()
     try:
-        table = _Judged(FAST)
+        table = _Judged(config)
         state = table.get("h")
         for step, (gap, signal) in enumerate(outcomes):
-            shared = await b.feedback("h", signal, FAST, 5, gap=gap)
+            shared = await b.feedback("h", signal, config, 5, gap=gap)
             pending = state.fail_at > 0 and state.adaptive < state.good_at <= gap
             fail_at = state.fail_at
             state.gap = gap
@@ -74,14 +76,26 @@ async def _replay(server: RedisServer, outcomes: list[tuple[float, Signal]]) -> 
 
 
 @pytest_twisted.ensureDeferred
+@pytest.mark.parametrize("config", [FAST, BRACKET], ids=["fast", "bracket"])
 @pytest.mark.parametrize(("rate", "retry_after"), [(3.0, 2.0), (2.0, 1.0), (2.6, 5.0), (1.0, 5.0)])
 async def test_lua_and_python_agree_on_a_crawl_with_a_send_slip(
-        redis_server: RedisServer, rate: float, retry_after: float) -> None:
-    outcomes = _outcomes(rate, retry_after, 0.01)
+        redis_server: RedisServer, rate: float, retry_after: float, config: Config) -> None:
+    outcomes = _outcomes(rate, retry_after, 0.01, config=config)
     assert any(s.status == 429 for _, s in outcomes)
-    table = await aio(_replay(redis_server, outcomes))
+    table = await aio(_replay(redis_server, outcomes, config))
     state = table.get("h")
     assert 0 < state.fail_at < state.good_at
+
+
+@pytest_twisted.ensureDeferred
+@pytest.mark.parametrize(("rate", "retry_after", "round_pace"),
+                         [(2.0, 5.0, 0.5), (3.0, 2.0, 1 / 3)])
+async def test_lua_and_python_agree_on_round_paces(
+        redis_server: RedisServer, rate: float, retry_after: float, round_pace: float) -> None:
+    """Both sides probe the round pace inside the bracket and hold it: 1/3 s is
+    read back from Redis as a float and must still count as round."""
+    table = await aio(_replay(redis_server, _outcomes(rate, retry_after, 0.01, pages=80)))
+    assert table.get("h").adaptive == pytest.approx(round_pace, abs=1e-12)
 
 
 @pytest_twisted.ensureDeferred
@@ -90,15 +104,19 @@ async def test_lua_and_python_agree_when_the_slip_exceeds_a_probe_step(
         redis_server: RedisServer, rate: float, retry_after: float, slip: float) -> None:
     """Probe steps below the slip: the gaps at the probe's pace reach the
     known-good pace, and both sides judge the probe after ``PENDING_AT_MOST``."""
-    table = await aio(_replay(redis_server, _outcomes(rate, retry_after, slip, pages=120)))
+    outcomes = _outcomes(rate, retry_after, slip, pages=120, config=BRACKET)
+    table = await aio(_replay(redis_server, outcomes, BRACKET))
     assert table.judged_pending >= 1
 
 
 @pytest_twisted.ensureDeferred
 async def test_lua_and_python_agree_on_forgetting(redis_server: RedisServer) -> None:
     """A 1/s server crawled long enough for the closed bracket to forget its
-    failing pace (and halve the refusal record) several times."""
-    table = await aio(_replay(redis_server, _outcomes(1.0, 5.0, 0.01, pages=500)))
+    failing pace (and halve the refusal record) several times. (Round paces
+    first, 1/s is held at its own pace with the probe below it priced 16x:
+    the bracket never closes in 500 fetches, so the search alone is run.)"""
+    outcomes = _outcomes(1.0, 5.0, 0.01, pages=500, config=BRACKET)
+    table = await aio(_replay(redis_server, outcomes, BRACKET))
     assert table.forgets >= 2
 
 

@@ -44,7 +44,8 @@ _LATENCY_ALPHA = 0.3  # HostTable's default EWMA weight
 _RECOVERY_CONSTANTS = (_recovery.SHRINK, _recovery.CONFIRM, _recovery.PATIENCE,
                        _recovery.PROBE_SHARE, _recovery.MARGIN, _recovery.FORGET_AFTER,
                        _recovery.FORGET_STEP, MIN_WIDEN, _recovery.AT_PACE,
-                       _recovery.REFUSED_WEIGHT, _recovery.PENDING_AT_MOST)
+                       _recovery.REFUSED_WEIGHT, _recovery.PENDING_AT_MOST,
+                       _recovery.ROUND_BELIEF)
 
 
 _SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start", "recheck")

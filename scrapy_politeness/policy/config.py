@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 __all__ = ["RECOVERIES", "Config", "Signal", "is_failure"]
 
-RECOVERIES = ("fast", "additive")
+RECOVERIES = ("fast", "bracket", "additive")
 """How a host comes back after a failure: ``"fast"`` (policy/recovery.py,
-the plugin's default) or ``"additive"`` (the reference design's AIMD)."""
+the plugin's default: the bracket search, round paces first), ``"bracket"``
+(the same search, every pace alike) or ``"additive"`` (the reference
+design's AIMD)."""
 
 MIN_WIDEN = 0.05
 """The smallest widen a failure makes when multiplying cannot widen (an
@@ -56,7 +58,8 @@ class Config:
     design): a rise smaller than this many seconds is noise, not a struggling
     server (on a LAN or loopback, 1 ms against 0.6 ms is a ratio of 1.7).
     ``recovery`` (an addition): ``"additive"`` keeps the reference design's
-    step (``adapt``); ``"fast"`` uses the controller of ``policy.recovery``.
+    step (``adapt``); ``"fast"`` and ``"bracket"`` use the controller of
+    ``policy.recovery`` (with and without its round-pace prior).
     The dataclass default is the reference design; the plugin's setting
     ``POLITENESS_RECOVERY`` defaults to ``"fast"``.
     """

@@ -34,6 +34,13 @@ BBR probes for more only now and then:
   most ``PENDING_AT_MOST`` fetches, as a probe less than the slip below that
   pace runs at such gaps for good), a failure from below. A cheap pause
   (``Retry-After: 1``) probes soon, a dear one (``Retry-After: 5``) later.
+- Round paces first (``recovery = "fast"``; ``"bracket"`` leaves this
+  out): a limit is set by people, as n requests per second or one request
+  per n seconds, so such a pace is taken as ``ROUND_BELIEF`` times likelier
+  to be the limit than any other: a round pace inside the bracket is probed
+  first, priced that many times lower (after a fetch or two), and a probe
+  below a round pace held with none left above ``fail_at`` is priced that
+  many times higher (a 1/s server crawled from the 1 s start).
 - Paces are kept as the intervals that produced the gaps (``asked_for``):
   the ~10 ms the machinery adds to each start must not come back on top of
   every return to the known-good pace.
@@ -50,6 +57,7 @@ arithmetic server side, so both give the same answers.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from .config import Config, Signal, is_failure
@@ -58,7 +66,8 @@ if TYPE_CHECKING:
     from .tables import HostState
 
 __all__ = ["AT_PACE", "CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE",
-           "PENDING_AT_MOST", "PROBE_SHARE", "REFUSED_WEIGHT", "SHRINK", "asked_for", "fast_step"]
+           "PENDING_AT_MOST", "PROBE_SHARE", "REFUSED_WEIGHT", "ROUND_BELIEF", "SHRINK",
+           "asked_for", "fast_step", "is_round", "round_pace_in"]
 
 SHRINK = 0.75
 """Descent per confirmed healthy fetch while no failure is known."""
@@ -108,6 +117,35 @@ refusal record is divided by ``REFUSED_WEIGHT`` at the same time: kept whole,
 the price of the next probe after a few refused ones (5 s pauses: 15, 35,
 ... 635 s) took thousands of fetches of rent, and a 1/s server that doubled
 its rate was not found in 11,000 fetches."""
+
+
+ROUND_BELIEF = 16.0
+"""How much likelier a round pace is to be the server's limit than any other
+(``recovery = "fast"``): a probe to a round pace in the bracket is priced this
+many times lower, and a probe below a round pace held, with no other round
+pace left above ``fail_at``, this many times higher (about the refusal record
+of three refused probes, 15x). A 1/s server crawled from the 1 s start fails
+at 0.75 s and holds 1 s: the limit is most likely 1/s, and a probe below it
+would be refused."""
+_EXACT = 1e-9  # float noise allowed in "round": 1 / 3 stored, read back, is still 3/s
+
+
+def is_round(x: float) -> bool:
+    """Whether the interval ``x`` is a round pace: n requests per second or one
+    request per n seconds, n a whole number."""
+    if x <= 0.0:
+        return False
+    n = x if x >= 1.0 else 1.0 / x
+    return abs(n - round(n)) <= _EXACT * n
+
+
+def round_pace_in(low: float, high: float) -> float:
+    """The slowest round pace strictly between the intervals ``low`` and
+    ``high`` (the failing and the held pace), or 0 when there is none. The
+    slowest one is the nearest to the pace known to work: the safest try."""
+    top = high * (1.0 - _EXACT)
+    pace = float(math.ceil(top) - 1) if top > 1.0 else 1.0 / (math.floor(1.0 / top) + 1)
+    return pace if pace > low * (1.0 + _EXACT) else 0.0
 
 
 def asked_for(seen: float, x: float, descending: bool) -> float:
@@ -186,8 +224,18 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
             state.fail_cost /= REFUSED_WEIGHT
             state.healthy_run = CONFIRM - 1
         return x
-    if run * (x - fail_at) >= PATIENCE * state.fail_cost:  # the slack paid for a probe
+    price = state.fail_cost
+    round_pace = 0.0
+    if config.recovery == "fast":  # round paces first
+        round_pace = round_pace_in(fail_at, x)
+        if round_pace > 0.0:  # the likeliest limit in the bracket: a cheap try
+            price /= ROUND_BELIEF
+        elif is_round(x):  # held at a round pace, none left above fail_at: most likely the limit
+            price *= ROUND_BELIEF
+    if run * (x - fail_at) >= PATIENCE * price:  # the slack paid for a probe
         state.healthy_run = 0  # the next probe pays its own rent
+        if round_pace > 0.0:
+            return round_pace
         probe = x * (fail_at / x) ** PROBE_SHARE
         return probe if probe > closest else closest
     return x

@@ -229,7 +229,7 @@ class HostTable:
         sig = signal if signal.prev_latency == prev else Signal(
             signal.status, signal.retry_after, signal.latency, prev
         )
-        if config.recovery == "fast":
+        if config.recovery != "additive":
             adapted = fast_step(config, state, sig)
         else:
             adapted = config.adapt(state.adaptive, sig)

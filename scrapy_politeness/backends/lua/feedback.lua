@@ -8,9 +8,9 @@
 --   (both optional, as late_start.lua's)
 -- ARGV: status retry_after latency default floor ceiling backoff soft_widen
 --       narrow latency_rise latency_min_rise dead_after alpha idle_margin
---       recovery ('fast' or 'additive') and the fast recovery's constants:
+--       recovery ('fast', 'bracket' or 'additive') and the fast recovery's constants:
 --       shrink confirm patience probe_share margin forget_after forget_step min_widen
---       at_pace refused_weight pending_at_most
+--       at_pace refused_weight pending_at_most round_belief
 --       gap (the judged fetch's own booked gap; 0: the last booked one)
 --       and, optionally, the late start this fetch's headers revealed (late_start.lua's
 --       started_ago interval ip_spacing): it is applied first, as it happened first
@@ -44,10 +44,11 @@ local min_widen = tonumber(ARGV[23])
 local at_pace = tonumber(ARGV[24])
 local refused_weight = tonumber(ARGV[25])
 local pending_at_most = tonumber(ARGV[26])
-local own_gap = tonumber(ARGV[27]) or 0
-if ARGV[28] then
-  late_start(now, KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[28]), tonumber(ARGV[29]),
-             tonumber(ARGV[30]), idle)
+local round_belief = tonumber(ARGV[27])
+local own_gap = tonumber(ARGV[28]) or 0
+if ARGV[29] then
+  late_start(now, KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[29]), tonumber(ARGV[30]),
+             tonumber(ARGV[31]), idle)
 end
 
 local function clamp(adaptive, crawl_delay)
@@ -71,11 +72,27 @@ local function widen(x)
   return x + min_widen
 end
 
+-- recovery.is_round / round_pace_in: n requests per second or one per n seconds.
+local exact = 1e-9
+local function is_round(x)
+  if x <= 0 then return false end
+  local n = x
+  if x < 1 then n = 1 / x end
+  return math.abs(n - math.floor(n + 0.5)) <= exact * n
+end
+local function round_pace_in(low, high)
+  local top = high * (1 - exact)
+  local pace
+  if top > 1 then pace = math.ceil(top) - 1 else pace = 1 / (math.floor(1 / top) + 1) end
+  if pace > low * (1 + exact) then return pace end
+  return 0
+end
+
 local failed = status == 0 or status == 429 or status >= 500
 local rising = prev > 0 and latency > prev * latency_rise
                and latency - prev >= latency_min_rise
 local adapted
-if recovery == 'fast' then
+if recovery ~= 'additive' then
   -- policy/recovery.py fast_step, line by line.
   local x = adaptive
   local seen = x
@@ -125,12 +142,25 @@ if recovery == 'fast' then
           run = confirm - 1
         end
         adapted = x
-      elseif run * (x - fail_at) >= patience * cost then
-        run = 0  -- the next probe pays its own rent
-        adapted = x * (fail_at / x) ^ probe_share
-        if adapted <= closest then adapted = closest end
       else
-        adapted = x
+        local price = cost
+        local round_pace = 0
+        if recovery == 'fast' then  -- round paces first
+          round_pace = round_pace_in(fail_at, x)
+          if round_pace > 0 then price = price / round_belief
+          elseif is_round(x) then price = price * round_belief end
+        end
+        if run * (x - fail_at) >= patience * price then
+          run = 0  -- the next probe pays its own rent
+          if round_pace > 0 then
+            adapted = round_pace
+          else
+            adapted = x * (fail_at / x) ^ probe_share
+            if adapted <= closest then adapted = closest end
+          end
+        else
+          adapted = x
+        end
       end
     end
   end
