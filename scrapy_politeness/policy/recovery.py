@@ -117,8 +117,6 @@ refusal record is divided by ``REFUSED_WEIGHT`` at the same time: kept whole,
 the price of the next probe after a few refused ones (5 s pauses: 15, 35,
 ... 635 s) took thousands of fetches of rent, and a 1/s server that doubled
 its rate was not found in 11,000 fetches."""
-
-
 ROUND_BELIEF = 16.0
 """How much likelier a round pace is to be the server's limit than any other
 (``recovery = "fast"``): a probe to a round pace in the bracket is priced this
@@ -144,6 +142,8 @@ def round_pace_in(low: float, high: float) -> float:
     ``high`` (the failing and the held pace), or 0 when there is none. The
     slowest one is the nearest to the pace known to work: the safest try."""
     top = high * (1.0 - _EXACT)
+    if top <= 0.0:
+        return 0.0
     pace = float(math.ceil(top) - 1) if top > 1.0 else 1.0 / (math.floor(1.0 / top) + 1)
     return pace if pace > low * (1.0 + _EXACT) else 0.0
 

@@ -82,6 +82,7 @@ local function is_round(x)
 end
 local function round_pace_in(low, high)
   local top = high * (1 - exact)
+  if top <= 0 then return 0 end
   local pace
   if top > 1 then pace = math.ceil(top) - 1 else pace = 1 / (math.floor(1 / top) + 1) end
   if pace > low * (1 + exact) then return pace end
