@@ -1,7 +1,7 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11:
 #   make demo   - crawl the bundled local site farm through the plugin
 #   make test   - lint, type-check and run the whole test suite
-#   make bench  - the side-by-side benchmark (about 8 minutes; writes bench/results.md)
+#   make bench  - the side-by-side benchmark (prints its run time; writes bench/results.md)
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
