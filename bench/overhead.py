@@ -16,6 +16,10 @@ load change hits both alike), CPU time of the crawl process from ``os.wait4``:
   host, two pages a host space almost nothing, so that crawl runs unpaced;
   pacing alone changes Scrapy's own CPU per request (the garbage collector,
   docs/benchmark.md), so the target (<= 1.15) is judged against the same pace.
+- ``shared-hosting``: 600 hosts x 2 pages on 2 IPs at 0.02 s spacing, judged as
+  ``many-hosts-spaced``: hundreds of vhosts behind one IP, where the IP, not
+  the host, sets every host's next start (the scheduler queue's IP groups,
+  ``scrapy_politeness/hostheap.py``).
 
 The two many-hosts cases also run ``plugin-hosts-file`` (every farm name in
 ``POLITENESS_DNS_HOSTS_FILE``: no DNS query) after the plugin in each round, to split
@@ -110,6 +114,9 @@ def _cases(quick: bool) -> dict[str, Case]:
              "(stock: DOWNLOAD_DELAY 0.1, no jitter; per host, and per IP)",
              scale(1500, 300), scale(30, 10), 2, 64, 0.1, "cpu", 1.15,
              ("stock", "stock-per-ip"), (HOSTS_FILE,)),
+        Case("shared-hosting", "600 hosts x 2 URLs on 2 IPs (300 vhosts an IP), 0.02 s "
+             "spacing ON (stock: DOWNLOAD_DELAY 0.02, no jitter; per host, and per IP)",
+             scale(600, 120), 2, 2, 64, 0.02, "cpu", 1.15, ("stock", "stock-per-ip")),
     )}
 
 

@@ -40,7 +40,8 @@ class Hint:  # not frozen: built per queue look-up, and a frozen one costs 5x to
 
     ``host_ready``/``ip_ready`` are instants on the event loop's clock (0 when
     nothing holds it back); ``interval``/``ip_interval`` the spacings one more
-    start of this host would add to its host and IP buckets.
+    start of this host would add to its host and IP buckets (the IP's floor at
+    least, as the gate spends it).
     """
 
     key: str
@@ -87,6 +88,9 @@ class GateView:
         else:
             host_ready = state.eligible_at() + margin
             interval, ip_interval = state.interval(), state.ip_interval()
+        floor = self.ips.floor  # a start spends its IP by max(floor, its interval)
+        if ip_interval < floor:
+            ip_interval = floor
         return Hint(key, ip, host_ready, self.ip_ready(ip), interval, ip_interval)
 
     def ip_ready(self, ip: str | None) -> float:

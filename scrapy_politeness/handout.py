@@ -155,8 +155,9 @@ class HandedOut:
                 self.ip_since[ip] = now
             self.by_ip[ip] = n + 1
 
-    def estimate(self, hint: Hint, now: float) -> float:
-        """When one more request of ``hint``'s host would start.
+    def own_estimate(self, hint: Hint) -> float:
+        """When one more request of ``hint``'s host would start, as far as its
+        own bucket goes (its IP's part is :meth:`ip_estimate`).
 
         With ``p`` handed out and not yet released, the next starts ``p``
         spacings after the bucket is ready, and not before the first of them
@@ -170,17 +171,10 @@ class HandedOut:
         if pending:
             since = self.key_since[key]
             at = (at if at > since else since) + pending * hint.interval
-        if at < now:
-            at = now
-        ip = hint.ip
-        if ip is not None:
-            ip_at = self.ip_estimate(ip, hint.ip_ready, hint.ip_interval)
-            if ip_at > at:
-                at = ip_at
         return at
 
     def ip_estimate(self, ip: str, ip_ready: float, ip_interval: float) -> float:
-        """The IP's part of :meth:`estimate`: when ``ip`` (ready at ``ip_ready``)
+        """The IP's part of an estimate: when ``ip`` (ready at ``ip_ready``)
         would take one more request adding ``ip_interval``."""
         pending = self.by_ip.get(ip)
         if pending:

@@ -94,6 +94,7 @@ class PolitenessMiddleware:
         self.keys = HostKeys(settings.grouping, settings.ip_exempt)
         self.slip = SendSlip(self.hosts, self.ips, settings.send_margin)
         self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check)
+        self.slip.on_earlier = self.driver.retime
         self.observer = Observer(settings, self.stats, self.hosts)
         self.drops = Drops(self.hosts, self.driver, self.observer, self.stats)
         self.view = GateView(settings, self.hosts, self.ips, self.dns, self.keys,

@@ -111,25 +111,24 @@ class PolitenessAwarePriorityQueue:
 
     # -- estimates ---------------------------------------------------------
 
-    def _estimate(self, host: HostEntry, now: float) -> float:
-        """The host's estimate; the gate's view it came from stays on ``host.hint``."""
+    def _own(self, host: HostEntry) -> float:
+        """The host's own part of its estimate (its IP's part is :meth:`_ip_at`'s),
+        never before ``host.since``; the gate's view it came from stays on
+        ``host.hint``."""
         if host.hostname is None:
-            return now  # restored from disk and not popped yet, or ignored by the gate
+            return host.since  # restored from disk and not popped yet, or ignored by the gate
         hint = host.hint = self._mw.view.hint_for(  # type: ignore[union-attr]  # mw: see callers
             host.key, host.hostname)
-        return self._handed.estimate(hint, now)
+        at = self._handed.own_estimate(hint)
+        return at if at > host.since else host.since
 
-    def _bound(self, host: HostEntry) -> float:
-        """A lower bound of ``host``'s estimate from its IP alone (``-inf``: none):
-        one IP table read instead of the gate's whole view of the host."""
-        hint = host.hint
-        if hint is None or hint.ip is None:
-            return -math.inf
-        ready = self._mw.view.ip_ready(hint.ip)  # type: ignore[union-attr]
-        return self._handed.ip_estimate(hint.ip, ready, hint.ip_interval)
+    def _ip_at(self, ip: str, spacing: float) -> float:
+        """When ``ip`` would take one more request adding ``spacing``: one IP table read."""
+        return self._handed.ip_estimate(ip, self._mw.view.ip_ready(ip), spacing)  # type: ignore[union-attr]
 
     def _settle(self, now: float) -> tuple[str | None, float, float]:
-        return self._index.settle(now, self._estimate, self._bound)
+        return self._index.settle(now, self._own, self._ip_at,
+                                  self._mw.ips.floor)  # type: ignore[union-attr]
 
     def _retime(self, key: str) -> None:
         """The gate changed ``key``'s buckets (feedback, Crawl-delay): estimate it anew.
@@ -140,7 +139,7 @@ class PolitenessAwarePriorityQueue:
         host = self._index.hosts.get(key)
         if host is None or not host.seq or host.hostname is None:
             return
-        self._index.enter(key, host, self._estimate(host, clock()))
+        self._index.enter(host, self._own(host))
 
     def _host_key(self, request: Request) -> str:
         if self._mw is None:
@@ -157,12 +156,12 @@ class PolitenessAwarePriorityQueue:
         try:  # the cache's own single-flight task, which the cache holds until it ends
             lookup = self._mw.dns.flight(hostname)
         except RuntimeError:  # no event loop: the gate resolves it when it gets there
-            self._index.enter(key, host, clock())
+            self._index.enter(host, clock())
             return
 
         def done(_: asyncio.Task[Any]) -> None:
             if self._index.hosts.get(key) is host and not host.seq and host.queue:
-                self._index.enter(key, host, self._estimate(host, clock()))
+                self._index.enter(host, self._own(host))
                 wake_engine(self.crawler)
 
         lookup.add_done_callback(done)
@@ -190,17 +189,18 @@ class PolitenessAwarePriorityQueue:
             self._len += 1
         mw = self._mw
         if mw is None:
-            index.enter(key, host, self._tick)
+            index.enter(host, self._tick)
             return
+        host.since = now = clock()
         if key == IGNORED:
-            index.enter(key, host, clock())
+            index.enter(host, now)
             return
         hostname = host.hostname = urlparse_cached(request).hostname
         if (hostname is not None and mw.dns.lookup(hostname) is DnsCache.MISS
                 and ip_literal(hostname) is None):
             self._resolve(key, host, hostname)
             return
-        index.enter(key, host, self._estimate(host, clock()))
+        index.enter(host, self._own(host))
 
     def pop(self) -> Request | None:
         handed = self._handed
@@ -228,7 +228,7 @@ class PolitenessAwarePriorityQueue:
             request = host.queue.pop()
             if request is None:  # a queue that claimed more than it had
                 self._len -= len(host.queue)
-                index.rest(key, host, now)
+                index.rest(host, now)
                 self._remove(key)
                 continue
             self._len -= 1
@@ -238,13 +238,13 @@ class PolitenessAwarePriorityQueue:
             else:
                 est = self._handed_out(request, key, host, now)
             if host.queue:
-                index.requeue_top(key, host, est)
+                index.requeue(host, est)
             else:
-                index.rest(key, host, now)
+                index.rest(host, now)
             return request
 
     def _handed_out(self, request: Request, key: str, host: HostEntry, now: float) -> float:
-        """Count ``request`` as handed out; the host's next estimate."""
+        """Count ``request`` as handed out; the host's next own estimate."""
         if key == IGNORED:
             return now
         hostname = urlparse_cached(request).hostname
@@ -255,7 +255,8 @@ class PolitenessAwarePriorityQueue:
                 return now
         self._handed.add(request, hint.key, hint.ip, now)
         host.hostname = hostname
-        return self._handed.estimate(hint, now)
+        at = self._handed.own_estimate(hint)
+        return at if at > host.since else host.since
 
     def next_eligible(self) -> float:
         """When ``pop`` will next hand out a request (``inf`` when empty or resolving)."""

@@ -53,7 +53,8 @@ def restore(saved: dict[str, Iterable[int]],
             queue.close()
             continue
         host = index.hosts[host_key] = HostEntry(host_key, queue)
-        index.enter(host_key, host, now)
+        host.since = now
+        index.enter(host, now)
         total += len(queue)
     return total
 

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 from .policy.stalls import RecentSends
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .policy import HostState, HostTable, IPTable, Release
     from .sharedsync import SharedSync
 
@@ -57,6 +59,9 @@ class SendSlip:
         self.ips = ips
         self.margin = margin  # what the gate adds to every spacing (POLITENESS_SEND_MARGIN)
         self.shared: SharedSync | None = None
+        # Called with a host key whose next start an answer moved EARLIER: the
+        # scheduler queue's estimates are lower bounds only while instants move on.
+        self.on_earlier: Callable[[str], None] | None = None
         self.lag = 0.0  # recent event-loop resume lag
         self.loop: asyncio.AbstractEventLoop | None = None
         self.recent: RecentSends[Dispatch] = RecentSends()
@@ -202,7 +207,13 @@ class SendSlip:
         processes spaced from the estimate).
         """
         at = now - self.margin
+        moved = False
         if host_mine and state.interval() > 0 and at < state.last_start:
             state.last_start = at
+            moved = True
         if ip_mine and (state.interval() > 0 or self.ips.floor > 0):
+            before = self.ips.eligible_at(dispatch.ip)
             self.ips.lower(dispatch.ip, at, state.ip_interval())
+            moved = moved or self.ips.eligible_at(dispatch.ip) < before
+        if moved and self.on_earlier is not None:
+            self.on_earlier(dispatch.key)

@@ -118,6 +118,7 @@ def test_an_answer_within_the_margin_spaces_the_next_start_from_the_answer() -> 
     mw = _mw(POLITENESS_DEFAULT=0.25, POLITENESS_FLOOR=0.25, POLITENESS_IP_FLOOR=0.25,
              POLITENESS_SEND_MARGIN=0.01)
     request, state = _sent(mw, "a.test")
+    retimed = _retimes(mw)
     assert state.last_start > 100.006
     state.latency = 0.004
     _loop_at(mw, 100.006)
@@ -125,6 +126,15 @@ def test_an_answer_within_the_margin_spaces_the_next_start_from_the_answer() -> 
     mw._headers_received(request)
     assert state.eligible_at() + 0.01 == pytest.approx(100.006 + 0.25)  # the gate adds 0.01
     assert mw.ips.eligible_at(IP) + 0.01 == pytest.approx(100.006 + 0.25)
+    # The scheduler queue's estimates of this host were lower bounds no longer.
+    assert retimed == ["a.test"]
+
+
+def _retimes(mw: PolitenessMiddleware) -> list[str]:
+    """The host keys re-timed from now on (what the scheduler queue hears)."""
+    keys: list[str] = []
+    mw.add_listener(keys.append)
+    return keys
 
 
 def test_a_bucket_spent_since_the_send_is_not_moved_back() -> None:
@@ -145,6 +155,7 @@ def test_a_slow_answer_moves_nothing_back() -> None:
     mw = _mw(POLITENESS_DEFAULT=0.25, POLITENESS_FLOOR=0.25, POLITENESS_IP_FLOOR=0.25,
              POLITENESS_SEND_MARGIN=0.01)
     request, state = _sent(mw, "a.test")
+    retimed = _retimes(mw)
     spent, ip_next = state.last_start, mw.ips.eligible_at(IP)
     state.latency = 0.08
     _loop_at(mw, 100.081)
@@ -152,6 +163,7 @@ def test_a_slow_answer_moves_nothing_back() -> None:
     mw._headers_received(request)
     assert state.last_start == spent
     assert mw.ips.eligible_at(IP) == ip_next
+    assert retimed == []  # nothing moved back: nothing to re-time
 
 
 def test_a_stall_does_not_inflate_the_slip_of_the_sends_after_it() -> None:
