@@ -11,6 +11,11 @@ crawl enqueues thousands of new names in its first second, and a burst like
 that overflows a resolver's UDP buffer, so answers are lost and healthy names
 fail as timeouts (Scrapy's own resolver is bounded the same way, by its
 thread pool). A name waiting for its turn is not yet on its timeout.
+
+The common answer (NOERROR, A records, perhaps after a CNAME chain) is read
+straight from the wire (:mod:`.dnsfastpath`) from the first nameserver;
+everything else (a failure, an empty answer, a truncated one, AAAA, another
+nameserver) is dnspython's resolver's to decide, so its semantics stand.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import dns.nameserver
 import dns.rdatatype
 import dns.resolver
 
+from .dnsfastpath import ask_a
 from .dnswire import UdpNameserver, on_plain_sockets
 from .policy import FailureKind, ip_literal
 
@@ -92,6 +98,7 @@ class DnsCache:
         hosts_file: str | None = "/etc/hosts",
         clock: Callable[[], float] = time.monotonic,
         max_queries: int = MAX_QUERIES,
+        wire_answers: bool = True,
     ) -> None:
         self.min_ttl = min_ttl
         self.max_ttl = max_ttl
@@ -104,6 +111,9 @@ class DnsCache:
         self._pins: dict[str, tuple[str, float]] = {}
         self._inflight: dict[str, asyncio.Task[str | None]] = {}
         self._resolver = self._make_resolver(nameservers, timeout)
+        self._timeout = timeout
+        # Where the common answer is read from the wire; None: the resolver alone.
+        self._direct = _direct_nameserver(self._resolver) if wire_answers else None
         self._max_queries = max_queries
         self._turns: asyncio.Semaphore | None = None  # made on the loop that first queries
 
@@ -203,6 +213,10 @@ class DnsCache:
                 if ip is None:
                     raise dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
                 return ip, self.min_ttl, None
+            if self._direct is not None:
+                ip, ttl = await self._ask_directly(hostname, self._direct)
+                if ip:
+                    return ip, min(max(ttl, self.min_ttl), self.max_ttl), None
             no_answer: Exception = dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
             for rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
                 try:
@@ -227,6 +241,21 @@ class DnsCache:
                          exc)
             return None, ttl, kind
 
+    async def _ask_directly(self, hostname: str, where: tuple[str, int]) -> tuple[str, float]:
+        """(IP, TTL) read from the wire; ("", -1) leaves the name to the resolver.
+
+        A timeout is the resolver's too (its lifetime is one timeout), so it
+        stands; a socket error may not be (the resolver tries the next
+        nameserver), so it does not.
+        """
+        try:
+            return await ask_a(hostname, where[0], where[1], self._timeout)
+        except NotImplementedError:  # a loop without add_reader: the resolver from now on
+            self._direct = None
+        except OSError:
+            pass
+        return "", -1.0
+
     @staticmethod
     async def _getaddrinfo(hostname: str) -> str | None:
         infos = await asyncio.get_running_loop().getaddrinfo(hostname, None)
@@ -248,6 +277,16 @@ class DnsCache:
         if len(old) > len(self._pins):
             self._pins = dict(self._pins)
         return len(stale) + len(old)
+
+
+def _direct_nameserver(resolver: dns.asyncresolver.Resolver | None) -> tuple[str, int] | None:
+    """The plain UDP nameserver the resolver asks first, if it asks one first."""
+    if resolver is None or resolver.rotate or not resolver.nameservers:
+        return None
+    first = resolver.nameservers[0]
+    if isinstance(first, UdpNameserver):
+        return first.address, first.port
+    return None
 
 
 def dns_failure_kind(exc: BaseException) -> FailureKind:

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import dns.exception
 import dns.inet
@@ -33,7 +34,9 @@ import dns.message
 import dns.nameserver
 import dns.resolver
 
-__all__ = ["UdpNameserver", "on_plain_sockets", "udp_query"]
+__all__ = ["UdpNameserver", "exchange", "on_plain_sockets", "udp_query"]
+
+_T = TypeVar("_T")
 
 _MAX_DATAGRAM = 65535
 
@@ -85,8 +88,23 @@ async def udp_query(query: dns.message.Message, where: str, port: int, timeout: 
     ``timeout`` seconds, ``dns.message.Truncated`` for a truncated answer (the
     resolver then asks over TCP), ``OSError`` when sending fails.
     """
+    def accept(wire: bytes) -> dns.message.Message | None:
+        return _parse(wire, query, one_rr_per_rrset, ignore_trailing)
+
+    return await exchange(query.to_wire(), where, port, timeout, accept)
+
+
+async def exchange(wire: bytes, where: str, port: int, timeout: float,
+                   accept: Callable[[bytes], _T | None]) -> _T:
+    """Send ``wire`` to ``where:port`` from a new socket; the first datagram
+    ``accept`` takes (returns not None for).
+
+    ``accept`` returns None for a datagram that does not answer this query
+    (it is read past); whatever it raises ends the exchange. Raises
+    ``dns.exception.Timeout`` when nothing was accepted within ``timeout``
+    seconds, ``OSError`` when sending fails.
+    """
     loop = asyncio.get_running_loop()
-    wire = query.to_wire()
     sock = socket.socket(dns.inet.af_for_address(where), socket.SOCK_DGRAM)
     try:
         sock.setblocking(False)
@@ -99,7 +117,7 @@ async def udp_query(query: dns.message.Message, where: str, port: int, timeout: 
             sock.send(wire)
             while True:
                 await reader.waiter
-                answer = _read(sock, query, one_rr_per_rrset, ignore_trailing)
+                answer = _read(sock, accept)
                 if answer is not None:
                     return answer
                 if reader.expired:
@@ -130,9 +148,8 @@ class _Reader:
         self.readable()
 
 
-def _read(sock: socket.socket, query: dns.message.Message, one_rr_per_rrset: bool,
-          ignore_trailing: bool) -> dns.message.Message | None:
-    """The first datagram waiting that answers ``query``; None when none does."""
+def _read(sock: socket.socket, accept: Callable[[bytes], _T | None]) -> _T | None:
+    """The first datagram waiting that ``accept`` takes; None when none does."""
     while True:
         try:
             wire = sock.recv(_MAX_DATAGRAM)
@@ -140,16 +157,23 @@ def _read(sock: socket.socket, query: dns.message.Message, one_rr_per_rrset: boo
             return None
         except OSError:  # an ICMP error (unreachable, filtered): read past, see above
             continue
-        try:
-            answer = dns.message.from_wire(
-                wire, keyring=query.keyring, request_mac=query.mac,
-                one_rr_per_rrset=one_rr_per_rrset, ignore_trailing=ignore_trailing,
-                raise_on_truncation=True)
-        except dns.message.Truncated as exc:
-            if query.is_response(exc.message()):  # type: ignore[no-untyped-call]
-                raise
-            continue
-        except Exception:  # garbage on the wire: read past it, as dnspython does
-            continue
-        if query.is_response(answer):
+        answer = accept(wire)
+        if answer is not None:
             return answer
+
+
+def _parse(wire: bytes, query: dns.message.Message, one_rr_per_rrset: bool,
+           ignore_trailing: bool) -> dns.message.Message | None:
+    """``wire`` as dnspython's message if it answers ``query``; None otherwise."""
+    try:
+        answer = dns.message.from_wire(
+            wire, keyring=query.keyring, request_mac=query.mac,
+            one_rr_per_rrset=one_rr_per_rrset, ignore_trailing=ignore_trailing,
+            raise_on_truncation=True)
+    except dns.message.Truncated as exc:
+        if query.is_response(exc.message()):  # type: ignore[no-untyped-call]
+            raise
+        return None
+    except Exception:  # garbage on the wire: read past it, as dnspython does
+        return None
+    return answer if query.is_response(answer) else None
