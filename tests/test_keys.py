@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scrapy_politeness.policy import host_key, ip_literal
 
@@ -56,4 +60,15 @@ def test_host_key_bad_idn_does_not_raise() -> None:
     ],
 )
 def test_ip_literal(host: str, expected: str | None) -> None:
+    assert ip_literal(host) == expected
+
+
+@given(st.one_of(st.text(alphabet="0123456789abcdefABCDEF.:%x-", max_size=45), st.text(max_size=20),
+                 st.ip_addresses().map(str)))
+def test_ip_literal_answers_as_ipaddress_does(host: str) -> None:
+    """Its shortcut for names (no colon, no final digit) never refuses a literal."""
+    try:
+        expected: str | None = str(ipaddress.ip_address(host))
+    except ValueError:
+        expected = None
     assert ip_literal(host) == expected
