@@ -23,7 +23,9 @@ load change hits both alike), CPU time of the crawl process from ``os.wait4``:
 
 The two many-hosts cases also run ``plugin-hosts-file`` (every farm name in
 ``POLITENESS_DNS_HOSTS_FILE``: no DNS query) after the plugin in each round, to split
-its cost into its DNS queries and the rest; not judged.
+its cost into its DNS queries and the rest; and every case runs ``plugin-no-freeze``
+(``POLITENESS_GC_FREEZE = False``: the collector left as stock Scrapy has it), to show
+what freezing the start-up heap contributes (stock Scrapy could freeze too); not judged.
 
 ``python -m bench.overhead --profile CASE`` runs each configuration once
 under cProfile instead and prints the top functions (by own time and by
@@ -54,6 +56,11 @@ HOSTS_FILE = "plugin-hosts-file"
 stock's static resolver. Beside the plugin it splits the plugin's cost into its DNS
 queries and the rest (queue, gate, send slip, feedback), which no profile does
 reliably: cProfile's own times are smeared by the garbage collector."""
+NO_FREEZE = "plugin-no-freeze"
+"""The plugin with ``POLITENESS_GC_FREEZE = False``: the garbage collector as in stock
+Scrapy, so the plugin's own cost shows apart from the shorter full collections."""
+DIAGNOSES = {HOSTS_FILE: "the DNS queries", NO_FREEZE: "the start-up heap frozen"}
+"""What the plugin minus each diagnostic configuration measures."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,8 @@ class Case:
         if config == HOSTS_FILE:
             assert hosts_file is not None, "HOSTS_FILE needs the farm's hosts file"
             plugin["POLITENESS_DNS_HOSTS_FILE"] = hosts_file
+        elif config == NO_FREEZE:
+            plugin["POLITENESS_GC_FREEZE"] = False
         return plugin
 
 
@@ -106,17 +115,19 @@ def _cases(quick: bool) -> dict[str, Case]:
 
     return {c.name: c for c in (
         Case("50-hosts", "50 hosts x 100 URLs on 2 IPs, every interval 0",
-             scale(50, 10), 2, scale(100, 50), 16, 0.0, "cpu", 1.10),
+             scale(50, 10), 2, scale(100, 50), 16, 0.0, "cpu", 1.10,
+             diagnostics=(NO_FREEZE,)),
         Case("many-hosts", "1,500 hosts x 2 URLs on 30 IPs, every interval 0",
              scale(1500, 300), scale(30, 10), 2, 64, 0.0, "rate", 0.9,
-             diagnostics=(HOSTS_FILE,)),
+             diagnostics=(HOSTS_FILE, NO_FREEZE)),
         Case("many-hosts-spaced", "1,500 hosts x 2 URLs on 30 IPs, 0.1 s spacing ON "
              "(stock: DOWNLOAD_DELAY 0.1, no jitter; per host, and per IP)",
              scale(1500, 300), scale(30, 10), 2, 64, 0.1, "cpu", 1.15,
-             ("stock", "stock-per-ip"), (HOSTS_FILE,)),
+             ("stock", "stock-per-ip"), (HOSTS_FILE, NO_FREEZE)),
         Case("shared-hosting", "600 hosts x 2 URLs on 2 IPs (300 vhosts an IP), 0.02 s "
              "spacing ON (stock: DOWNLOAD_DELAY 0.02, no jitter; per host, and per IP)",
-             scale(600, 120), 2, 2, 64, 0.02, "cpu", 1.15, ("stock", "stock-per-ip")),
+             scale(600, 120), 2, 2, 64, 0.02, "cpu", 1.15, ("stock", "stock-per-ip"),
+             (NO_FREEZE,)),
     )}
 
 
@@ -138,7 +149,7 @@ def _run_case(case: Case, rounds: int = ROUNDS
     with Farm(spec) as farm, tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp:
         urls = [farm.url(h, p) for h, p in pairs]
         hosts_file = Path(tmp, "hosts")
-        if case.diagnostics:
+        if HOSTS_FILE in case.diagnostics:
             hosts_file.write_text("".join(f"{ip} {h}\n" for h, ip in host_ip.items()),
                                   encoding="utf-8")
         for i, config in enumerate(order):
@@ -201,11 +212,13 @@ def _case_lines(case: Case, runs: list[tuple[str, CrawlRun, int]], n: int) -> li
                   f"- process CPU, plugin / stock: {cpu:.3f}; difference {diff:+.0f} µs CPU "
                   "per request", f"- crawl-phase CPU, plugin / stock: {phase:.3f}", ""]
     for other in case.diagnostics:  # before the closing blank line
-        dns = (med("plugin", "cpu") - med(other, "cpu")) / n * 1e6
+        part = (med("plugin", "cpu") - med(other, "cpu")) / n * 1e6
         alone = med(other, "cpu") / med(base, "cpu")
         split = med("plugin", "cpu") / med(other, "cpu")
+        walls = med("plugin", "crawl_wall") / med(other, "crawl_wall")
         lines[-1:] = [f"- process CPU, {other} / {base}: {alone:.3f}; plugin / {other}: "
-                      f"{split:.3f} (the DNS queries: {dns:+.0f} µs CPU per request)", ""]
+                      f"{split:.3f} ({DIAGNOSES[other]}: {part:+.0f} µs CPU per request); "
+                      f"crawl wall, plugin / {other}: {walls:.3f}", ""]
     return lines
 
 
@@ -213,7 +226,8 @@ def run_overhead(quick: bool, only: tuple[str, ...] = CASES, rounds: int = ROUND
     lines = [
         "## CPU overhead per request", "",
         f"Each crawl runs {rounds} rounds of stock (and stock-per-ip where listed) then plugin "
-        f"(then {HOSTS_FILE} where listed: every name in a hosts file, no DNS query), "
+        f"(then {HOSTS_FILE} where listed: every name in a hosts file, no DNS query; "
+        f"then {NO_FREEZE}: POLITENESS_GC_FREEZE = False), "
         "interleaved. Plugin: the add-on (its queue); "
         "stock: no add-on, a static resolver. Process CPU = user+sys of the crawl process "
         "(`os.wait4`), start-up included; crawl-phase CPU = `time.process_time()` from "

@@ -34,6 +34,7 @@ from .drops import Drops
 from .failures import classify_exception
 from .gatedriver import GateDriver, Waiter
 from .gateview import NETWORK_SCHEMES, GateView, Hint
+from .gcfreeze import freeze_start_heap
 from .grouping import HostKeys
 from .jobstate import JobState
 from .observer import STATS, Observer
@@ -251,6 +252,13 @@ class PolitenessMiddleware:
 
     async def _spider_opened(self, spider: Spider) -> None:
         loop = self.loop = asyncio.get_running_loop()
+        if self.settings.gc_freeze:
+            frozen = freeze_start_heap()
+            if frozen is not None:
+                self.stats.set_value(STATS + "gc_frozen", frozen)
+                logger.info("scrapy-politeness: %d start-up objects frozen (gc.freeze), so full "
+                            "garbage collections stay short; POLITENESS_GC_FREEZE = False "
+                            "leaves the collector alone", frozen)
         if self.shared is not None:
             await self.shared.open()
         if self.settings.dns_pin:

@@ -68,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_TRACE_BUFFER": 100_000,
     "POLITENESS_PERSIST": True,
     "POLITENESS_ROBOTS_PREFETCH": True,
+    "POLITENESS_GC_FREEZE": True,
 }
 
 _OVER_MAX = ("skip", "cap", "honour")
@@ -128,6 +129,7 @@ class PolitenessSettings:
     persist: bool = True
     report_stat: bool = False
     robots_prefetch: bool = True
+    gc_freeze: bool = True
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:
@@ -212,6 +214,7 @@ class PolitenessSettings:
             report_stat=boolean("POLITENESS_REPORT_STAT", raw("POLITENESS_REPORT_STAT")),
             robots_prefetch=boolean("POLITENESS_ROBOTS_PREFETCH",
                                     raw("POLITENESS_ROBOTS_PREFETCH")),
+            gc_freeze=boolean("POLITENESS_GC_FREEZE", raw("POLITENESS_GC_FREEZE")),
         )
 
     def config_for(self, key: str) -> Config:

@@ -28,7 +28,6 @@ from hypothesis import strategies as st
 from test_dns import SPEC, _cache, resolve
 
 from scrapy_politeness._sitefarm import Farm
-from scrapy_politeness.policy import FailureKind
 from scrapy_politeness.dnsfastpath import (
     ASK_RESOLVER,
     MAX_CHAIN,
@@ -38,6 +37,7 @@ from scrapy_politeness.dnsfastpath import (
     read_answer,
     read_name,
 )
+from scrapy_politeness.policy import FailureKind
 
 QID = 0x1234
 NAME = "www.example.test"
