@@ -54,17 +54,21 @@ def _plain(value: Any) -> Any:
 
 
 def _watch_gc() -> list[float]:
-    """Seconds the garbage collector runs (CPU), summed: cProfile does not show them.
+    """Seconds the garbage collector runs (CPU), summed: cProfile does not show them;
+    and the wall seconds of its full (generation 2) collections, the loop stalls
+    every bucket of a polite crawl pays for (docs/usage/how-it-works.md).
 
     Only with ``BENCH_GC=1``: the callback itself costs a little per collection."""
-    total = [0.0]
-    started = [0.0]
+    total = [0.0, 0.0]
+    started = [0.0, 0.0]
 
     def callback(phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
-            started[0] = time.process_time()
+            started[0], started[1] = time.process_time(), time.perf_counter()
         else:
             total[0] += time.process_time() - started[0]
+            if info["generation"] == 2:
+                total[1] += time.perf_counter() - started[1]
 
     gc.callbacks.append(callback)
     return total
@@ -87,7 +91,7 @@ def main(path: str) -> None:
     crawler.signals.connect(started, signal=signals.engine_started)
     crawler.signals.connect(closed, signal=signals.spider_closed)
     process.crawl(crawler, urls=job["urls"])
-    gc_time = _watch_gc() if os.environ.get("BENCH_GC") else [0.0]
+    gc_time = _watch_gc() if os.environ.get("BENCH_GC") else [0.0, 0.0]
     profile_to = os.environ.get("BENCH_PROFILE")  # bench/overhead.py --profile
     if profile_to:
         import cProfile
@@ -110,6 +114,7 @@ def main(path: str) -> None:
         "voluntary_switches": usage.ru_nvcsw,
         "max_rss_kb": usage.ru_maxrss,
         "gc_seconds": gc_time[0],
+        "gc_full_wall": gc_time[1],
         "gc_collections": gc.get_stats(),
         "objects_at_end": len(gc.get_objects()),
     }

@@ -182,9 +182,11 @@ def _case_lines(case: Case, runs: list[tuple[str, CrawlRun, int]], n: int) -> li
     for i, (config, run, got) in enumerate(runs, 1):
         wall = float(run.result["crawl_wall"])
         gcs = [g.get("collections", 0) for g in run.result.get("gc_collections", [{}] * 3)]
+        full = run.result.get("gc_full_wall", 0.0)  # with BENCH_GC=1 only
+        stalls = f" ({full:.2f} s)" if full else ""
         lines.append(f"| {i} | {config} | {got} | {run.cpu:.2f} | "
                      f"{run.result['crawl_cpu']:.2f} | {wall:.2f} | {n / wall:.0f} "
-                     f"| {run.cpu / n * 1e6:.0f} | {gcs[0]} / {gcs[-1]} |")
+                     f"| {run.cpu / n * 1e6:.0f} | {gcs[0]} / {gcs[-1]}{stalls} |")
 
     def med(config: str, field: str) -> float:
         return statistics.median(r.cpu if field == "cpu" else float(r.result[field])
