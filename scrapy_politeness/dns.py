@@ -227,7 +227,9 @@ class DnsCache:
                 rrset = answer.rrset
                 if rrset is None or not len(rrset):
                     continue
-                ttl = min(max(float(rrset.ttl), self.min_ttl), self.max_ttl)
+                # the least TTL along a CNAME chain: any link may change first
+                least = float(answer.chaining_result.minimum_ttl)
+                ttl = min(max(least, self.min_ttl), self.max_ttl)
                 return rrset[0].to_text(), ttl, None
             raise no_answer
         except (dns.exception.DNSException, OSError, ValueError) as exc:

@@ -203,9 +203,14 @@ def test_compressed_names_dnspython_writes_are_read(labels: list[str], cuts: lis
 
 # Against the farm's real DNS server -------------------------------------------------------
 
+# The test_dns farm, and a chain whose CNAME expires before its address.
+CHAIN_SPEC = {**SPEC, "hosts": {**SPEC["hosts"], "short.farm.test": {
+    "ip": "127.0.0.2", "ttl": 12, "dns": {"mode": "cname", "target": "ok.farm.test"}}}}
+
+
 @pytest.fixture(scope="module")
 def farm() -> Iterator[Farm]:
-    with Farm(SPEC) as f:
+    with Farm(CHAIN_SPEC) as f:
         yield f
 
 
@@ -217,7 +222,7 @@ def _what_was_cached(cache: Any, clock: Clock, name: str) -> tuple[Any, ...]:
 # Every fault the farm's server makes, and a name it does not know; not "moving",
 # whose address changes with every query.
 @pytest.mark.parametrize("name", [
-    *sorted(n for n in SPEC["hosts"] if not n.startswith(("mute", "moving"))),
+    *sorted(n for n in CHAIN_SPEC["hosts"] if not n.startswith(("mute", "moving"))),
     "nowhere.farm.test"])
 @pytest_twisted.ensureDeferred
 async def test_the_wire_path_caches_what_the_resolver_caches(farm: Farm, name: str) -> None:
@@ -228,6 +233,8 @@ async def test_the_wire_path_caches_what_the_resolver_caches(farm: Farm, name: s
         await resolve(cache, name)
         results.append(_what_was_cached(cache, clock, name))
     assert results[0] == results[1]
+    if name == "short.farm.test":  # the CNAME's 12 s, not the address's 300 s
+        assert results[0][1] == 12.0
 
 
 @pytest_twisted.ensureDeferred
