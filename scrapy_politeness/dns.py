@@ -29,17 +29,15 @@ from pathlib import Path
 
 import dns.asyncresolver
 import dns.exception
-import dns.message
-import dns.nameserver
 import dns.rdatatype
 import dns.resolver
 
+from .dnsfailures import dns_failure_kind, negative_ttl_of
 from .dnsfastpath import ask_a
 from .dnswire import UdpNameserver, on_plain_sockets
 from .policy import FailureKind, ip_literal
 
-__all__ = ["MAX_QUERIES", "DnsCache", "DnsStats", "dns_failure_kind", "negative_ttl_of",
-           "read_hosts_file"]
+__all__ = ["MAX_QUERIES", "DnsCache", "DnsStats", "read_hosts_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -289,32 +287,3 @@ def _direct_nameserver(resolver: dns.asyncresolver.Resolver | None) -> tuple[str
     if isinstance(first, UdpNameserver):
         return first.address, first.port
     return None
-
-
-def dns_failure_kind(exc: BaseException) -> FailureKind:
-    """NXDOMAIN, SERVFAIL (every nameserver failed), timeout, empty answer, or other."""
-    if isinstance(exc, dns.resolver.NXDOMAIN):
-        return FailureKind.DNS_NXDOMAIN
-    if isinstance(exc, dns.resolver.NoNameservers):
-        return FailureKind.DNS_SERVFAIL
-    if isinstance(exc, (dns.exception.Timeout, TimeoutError)):
-        return FailureKind.DNS_TIMEOUT
-    if isinstance(exc, dns.resolver.NoAnswer):
-        return FailureKind.DNS_NO_ANSWER
-    return FailureKind.DNS_ERROR
-
-
-def negative_ttl_of(exc: BaseException) -> float | None:
-    """RFC 2308: min(SOA TTL, SOA MINIMUM) from the authority section, if any."""
-    responses: list[dns.message.Message] = []
-    if isinstance(exc, dns.resolver.NXDOMAIN):
-        responses = [r for r in exc.responses().values()  # type: ignore[no-untyped-call]
-                     if r is not None]
-    elif isinstance(exc, dns.resolver.NoAnswer):
-        response = exc.kwargs.get("response")
-        if response is not None:
-            responses = [response]
-    ttls = [min(float(rrset.ttl), float(rrset[0].minimum))
-            for response in responses for rrset in response.authority
-            if rrset.rdtype == dns.rdatatype.SOA and len(rrset)]
-    return min(ttls) if ttls else None
