@@ -12,8 +12,9 @@ the crawl's components (about 87,000 objects in the bench's crawl).
 ``gc.freeze()`` moves them to the permanent generation, so a full collection
 scans only what the crawl itself allocates.
 
-Measured on the bench's ``many-hosts-spaced`` crawl (docs/benchmark.md, round
-9): full collections took 1.1-1.3 s of the crawl and 0.17-0.24 s once frozen.
+Measured on the bench's ``many-hosts-spaced`` crawl (``python -m bench.ip_gaps``,
+docs/benchmark.md round 9): full collections held the loop 1.85-2.41 s of a
+12.7-14.2 s crawl, and 0.27-0.39 s of a 10.6-10.8 s one once frozen.
 
 The collector is the process's: this runs once per process (the first crawler
 to open freezes; later ones find it done), and ``POLITENESS_GC_FREEZE = False``
