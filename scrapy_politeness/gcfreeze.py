@@ -6,9 +6,9 @@ start-to-start spacing each host's and IP's next start then waits a whole
 interval after the stall ends (the send slip, docs/usage/how-it-works.md);
 a throttle that spaces from the moment it let a request go sends again at
 once after a stall, and the server sees the gap shortened. A full collection
-scans every object the collector tracks, and when the spider opens that heap
-is nearly all what lives as long as the process: modules, classes, settings,
-the crawl's components (about 87,000 objects in the bench's crawl).
+scans every object the collector tracks, and when the spider opens nearly all
+of that heap lives as long as the process: modules, classes, settings, the
+crawl's components (about 87,000 objects in the bench's crawl).
 ``gc.freeze()`` moves them to the permanent generation, so a full collection
 scans only what the crawl itself allocates.
 
