@@ -12,7 +12,7 @@ crawl's components (about 87,000 objects in the bench's crawl).
 ``gc.freeze()`` moves them to the permanent generation, so a full collection
 scans only what the crawl itself allocates.
 
-Measured on the bench's ``many-hosts-spaced`` crawl (``python -m bench.ip_gaps``,
+Measured on the bench's ``many-hosts-spaced`` crawl (``python -m bench.gap_spread``,
 docs/benchmark.md round 9): full collections held the loop 1.85-2.41 s of a
 12.7-14.2 s crawl, and 0.27-0.39 s of a 10.6-10.8 s one once frozen.
 

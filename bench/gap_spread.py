@@ -1,11 +1,11 @@
-"""Where a paced crawl's wall time goes, per IP: ``python -m bench.ip_gaps``.
+"""Where a paced crawl's wall time goes, per IP: ``python -m bench.gap_spread``.
 
-``python -m bench.ip_gaps many-hosts-spaced --runs 2 -s POLITENESS_GC_FREEZE=False``
+``python -m bench.gap_spread many-hosts-spaced --runs 2 -s POLITENESS_GC_FREEZE=false``
 runs the plugin crawl of an overhead case (bench/overhead.py) against one farm
-and prints, from the farm's first-byte times, the start-to-start gaps on each
-IP beyond the case's spacing: percentiles, split by whether the gap follows a
-host's first request (a new connection, a latency not yet known) or a later
-one; and, from the crawl process (``BENCH_GC=1``), how many full garbage
+and prints, from the farm's first-byte times, the spread of the start-to-start
+gaps on each IP (compare them with the case's spacing): percentiles, split by
+whether the gap follows a host's first request (a new connection, a latency
+not yet known) or a later one; and, from the crawl process (``BENCH_GC=1``), how many full garbage
 collections ran and the wall seconds they held the loop. ``-s NAME=VALUE``
 (JSON values, repeatable) overrides a setting of the plugin, to set two
 configurations side by side.
@@ -17,8 +17,6 @@ import argparse
 import itertools
 import json
 import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from scrapy_politeness._sitefarm import Farm
@@ -37,7 +35,7 @@ def _percentiles(gaps: list[float]) -> str:
             f"p90 {gaps[9 * n // 10]:.4f}, mean {sum(gaps) / n:.4f} s")
 
 
-def ip_gaps(arrivals: list[Arrival]) -> tuple[list[float], list[float]]:
+def split_gaps(arrivals: list[Arrival]) -> tuple[list[float], list[float]]:
     """Start-to-start gaps on each IP: those after a host's first request, and the rest."""
     seen: set[str] = set()
     after_first: list[float] = []
@@ -53,7 +51,7 @@ def ip_gaps(arrivals: list[Arrival]) -> tuple[list[float], list[float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.ip_gaps")
+    parser = argparse.ArgumentParser(prog="python -m bench.gap_spread")
     parser.add_argument("case", choices=CASES)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("-s", dest="overrides", action="append", default=[],
@@ -67,17 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     spec, pairs = case.spec()
     os.environ["BENCH_GC"] = "1"  # the crawl process times its full collections
     print(f"{args.case}: spacing {case.interval} s, overrides {extra or 'none'}")
-    with Farm(spec) as farm, tempfile.TemporaryDirectory(prefix="bench-gaps-") as tmp:
+    with Farm(spec) as farm:
         urls = [farm.url(h, p) for h, p in pairs]
-        hosts_file = str(Path(tmp, "hosts"))
         for i in range(args.runs):
             farm.reset()
-            run = run_crawl(urls, {**case.settings("plugin", farm, hosts_file), **extra},
-                            timeout=600)
+            run = run_crawl(urls, {**case.settings("plugin", farm), **extra}, timeout=600)
             if not run.ok:
                 print(f"run {i + 1}: crawl failed: {run.error[-500:]}")
                 return 1
-            after_first, after_later = ip_gaps(farm.arrivals())
+            after_first, after_later = split_gaps(farm.arrivals())
             stats = run.result.get("gc_collections", [{}] * 3)
             print(f"run {i + 1}: crawl wall {run.result['crawl_wall']:.2f} s, CPU {run.cpu:.2f} s, "
                   f"{stats[-1].get('collections', 0)} full collections holding the loop "
