@@ -21,11 +21,14 @@ load change hits both alike), CPU time of the crawl process from ``os.wait4``:
   the host, sets every host's next start (the scheduler queue's IP groups,
   ``scrapy_politeness/hostheap.py``).
 
-The two many-hosts cases also run ``plugin-hosts-file`` (every farm name in
+Every ratio compares like with like: the plugin and stock both with the garbage
+collector as Python leaves it (``POLITENESS_GC_FREEZE`` is off by default). The two
+many-hosts cases also run ``plugin-hosts-file`` (every farm name in
 ``POLITENESS_DNS_HOSTS_FILE``: no DNS query) after the plugin in each round, to split
-its cost into its DNS queries and the rest; and every case runs ``plugin-no-freeze``
-(``POLITENESS_GC_FREEZE = False``: the collector left as stock Scrapy has it), to show
-what freezing the start-up heap contributes (stock Scrapy could freeze too); not judged.
+its cost into its DNS queries and the rest; and every case runs a frozen pair,
+``stock-frozen`` (stock with ``bench.freeze``) and ``plugin-frozen``
+(``POLITENESS_GC_FREEZE = True``), both with the start-up heap frozen at spider open,
+to show what the freeze does for each; not judged.
 
 ``python -m bench.overhead --profile CASE`` runs each configuration once
 under cProfile instead and prints the top functions (by own time and by
@@ -46,6 +49,7 @@ from typing import Any
 
 from scrapy_politeness._sitefarm import Farm
 
+from .freeze import EXTENSION as FREEZE_EXTENSION
 from .run import ADDON, STATIC_RESOLVER, STOCK_PER_IP, CrawlRun, progress, run_crawl
 
 __all__ = ["CASES", "Case", "run_overhead"]
@@ -56,10 +60,11 @@ HOSTS_FILE = "plugin-hosts-file"
 stock's static resolver. Beside the plugin it splits the plugin's cost into its DNS
 queries and the rest (queue, gate, send slip, feedback), which no profile does
 reliably: cProfile's own times are smeared by the garbage collector."""
-NO_FREEZE = "plugin-no-freeze"
-"""The plugin with ``POLITENESS_GC_FREEZE = False``: the garbage collector as in stock
-Scrapy, so the plugin's own cost shows apart from the shorter full collections."""
-DIAGNOSES = {HOSTS_FILE: "the DNS queries", NO_FREEZE: "the start-up heap frozen"}
+FROZEN = "frozen"
+"""A pair run after the plugin: ``stock-frozen`` and ``plugin-frozen``, both with the
+start-up heap frozen when the spider opens (``bench.freeze``; ``POLITENESS_GC_FREEZE``),
+so the freeze's effect shows on both sides alike."""
+DIAGNOSES = {HOSTS_FILE: "the DNS queries"}
 """What the plugin minus each diagnostic configuration measures."""
 
 
@@ -91,7 +96,10 @@ class Case:
     def settings(self, config: str, farm: Farm, hosts_file: str | None = None
                  ) -> dict[str, Any]:
         """``hosts_file``: the farm's names as an /etc/hosts file, for ``HOSTS_FILE``."""
-        base = {"CONCURRENT_REQUESTS": self.concurrent}
+        base: dict[str, Any] = {"CONCURRENT_REQUESTS": self.concurrent}
+        if config == "stock-frozen":  # the judged baseline, frozen
+            return {**self.settings(self.baselines[-1], farm),
+                    "EXTENSIONS": {FREEZE_EXTENSION: 0}}
         if config.startswith("stock"):
             stock = {**base, "TWISTED_DNS_RESOLVER": STATIC_RESOLVER,
                      "DOWNLOAD_DELAY": self.interval, "RANDOMIZE_DOWNLOAD_DELAY": False}
@@ -104,8 +112,8 @@ class Case:
         if config == HOSTS_FILE:
             assert hosts_file is not None, "HOSTS_FILE needs the farm's hosts file"
             plugin["POLITENESS_DNS_HOSTS_FILE"] = hosts_file
-        elif config == NO_FREEZE:
-            plugin["POLITENESS_GC_FREEZE"] = False
+        elif config == "plugin-frozen":
+            plugin["POLITENESS_GC_FREEZE"] = True
         return plugin
 
 
@@ -116,18 +124,18 @@ def _cases(quick: bool) -> dict[str, Case]:
     return {c.name: c for c in (
         Case("50-hosts", "50 hosts x 100 URLs on 2 IPs, every interval 0",
              scale(50, 10), 2, scale(100, 50), 16, 0.0, "cpu", 1.10,
-             diagnostics=(NO_FREEZE,)),
+             diagnostics=(FROZEN,)),
         Case("many-hosts", "1,500 hosts x 2 URLs on 30 IPs, every interval 0",
              scale(1500, 300), scale(30, 10), 2, 64, 0.0, "rate", 0.9,
-             diagnostics=(HOSTS_FILE, NO_FREEZE)),
+             diagnostics=(HOSTS_FILE, FROZEN)),
         Case("many-hosts-spaced", "1,500 hosts x 2 URLs on 30 IPs, 0.1 s spacing ON "
              "(stock: DOWNLOAD_DELAY 0.1, no jitter; per host, and per IP)",
              scale(1500, 300), scale(30, 10), 2, 64, 0.1, "cpu", 1.15,
-             ("stock", "stock-per-ip"), (HOSTS_FILE, NO_FREEZE)),
+             ("stock", "stock-per-ip"), (HOSTS_FILE, FROZEN)),
         Case("shared-hosting", "600 hosts x 2 URLs on 2 IPs (300 vhosts an IP), 0.02 s "
              "spacing ON (stock: DOWNLOAD_DELAY 0.02, no jitter; per host, and per IP)",
              scale(600, 120), 2, 2, 64, 0.02, "cpu", 1.15, ("stock", "stock-per-ip"),
-             (NO_FREEZE,)),
+             (FROZEN,)),
     )}
 
 
@@ -145,7 +153,9 @@ def _run_case(case: Case, rounds: int = ROUNDS
     spec, pairs = case.spec()
     host_ip = {h: raw["ip"] for h, raw in spec["hosts"].items()}
     runs: list[tuple[str, CrawlRun, int]] = []
-    order = [*case.baselines, "plugin", *case.diagnostics] * rounds
+    extra = [c for d in case.diagnostics
+             for c in (("stock-frozen", "plugin-frozen") if d == FROZEN else (d,))]
+    order = [*case.baselines, "plugin", *extra] * rounds
     with Farm(spec) as farm, tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp:
         urls = [farm.url(h, p) for h, p in pairs]
         hosts_file = Path(tmp, "hosts")
@@ -214,6 +224,12 @@ def _case_lines(case: Case, runs: list[tuple[str, CrawlRun, int]], n: int) -> li
                   f"- process CPU, plugin / stock: {cpu:.3f}; difference {diff:+.0f} µs CPU "
                   "per request", f"- crawl-phase CPU, plugin / stock: {phase:.3f}", ""]
     for other in case.diagnostics:  # before the closing blank line
+        if other == FROZEN:
+            cpu_f = med("plugin-frozen", "cpu") / med("stock-frozen", "cpu")
+            rate_f = med("stock-frozen", "crawl_wall") / med("plugin-frozen", "crawl_wall")
+            lines[-1:] = [f"- both frozen: process CPU, plugin-frozen / stock-frozen: "
+                          f"{cpu_f:.3f}; requests/s: {rate_f:.3f}", ""]
+            continue
         part = (med("plugin", "cpu") - med(other, "cpu")) / n * 1e6
         alone = med(other, "cpu") / med(base, "cpu")
         split = med("plugin", "cpu") / med(other, "cpu")
@@ -229,7 +245,7 @@ def run_overhead(quick: bool, only: tuple[str, ...] = CASES, rounds: int = ROUND
         "## CPU overhead per request", "",
         f"Each crawl runs {rounds} rounds of stock (and stock-per-ip where listed) then plugin "
         f"(then {HOSTS_FILE} where listed: every name in a hosts file, no DNS query; "
-        f"then {NO_FREEZE}: POLITENESS_GC_FREEZE = False), "
+        "then stock-frozen and plugin-frozen: both with the start-up heap frozen), "
         "interleaved. Plugin: the add-on (its queue); "
         "stock: no add-on, a static resolver. Process CPU = user+sys of the crawl process "
         "(`os.wait4`), start-up included; crawl-phase CPU = `time.process_time()` from "

@@ -13,12 +13,13 @@ crawl's components (about 87,000 objects in the bench's crawl).
 scans only what the crawl itself allocates.
 
 Measured on the bench's ``many-hosts-spaced`` crawl (``python -m bench.gap_spread``,
-docs/benchmark.md round 9): full collections held the loop 1.85-2.41 s of a
+docs/benchmark.md): full collections held the loop 1.85-2.41 s of a
 12.7-14.2 s crawl, and 0.27-0.39 s of a 10.6-10.8 s one once frozen.
 
-The collector is the process's: this runs once per process (the first crawler
-to open freezes; later ones find it done), and ``POLITENESS_GC_FREEZE = False``
-leaves the collector alone. Reference counting still frees frozen objects;
+The collector is the process's, not the plugin's: so this runs only when asked
+(``POLITENESS_GC_FREEZE = True``; off by default, a throttle must not change the
+host process behind its user's back), and once per process (the first crawler
+to open freezes; later ones find it done). Reference counting still frees frozen objects;
 only cyclic garbage among them is never collected, and at start-up there is
 next to none (one collection runs first).
 """

@@ -256,9 +256,9 @@ class PolitenessMiddleware:
             frozen = freeze_start_heap()
             if frozen is not None:
                 self.stats.set_value(STATS + "gc_frozen", frozen)
-                logger.info("scrapy-politeness: %d start-up objects frozen (gc.freeze), so full "
-                            "garbage collections stay short; POLITENESS_GC_FREEZE = False "
-                            "leaves the collector alone", frozen)
+                logger.info("scrapy-politeness: %d start-up objects frozen (gc.freeze, "
+                            "POLITENESS_GC_FREEZE), so full garbage collections stay short",
+                            frozen)
         if self.shared is not None:
             await self.shared.open()
         if self.settings.dns_pin:

@@ -68,7 +68,7 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_TRACE_BUFFER": 100_000,
     "POLITENESS_PERSIST": True,
     "POLITENESS_ROBOTS_PREFETCH": True,
-    "POLITENESS_GC_FREEZE": True,
+    "POLITENESS_GC_FREEZE": False,
 }
 
 _OVER_MAX = ("skip", "cap", "honour")
@@ -129,7 +129,7 @@ class PolitenessSettings:
     persist: bool = True
     report_stat: bool = False
     robots_prefetch: bool = True
-    gc_freeze: bool = True
+    gc_freeze: bool = False
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:

@@ -1,4 +1,11 @@
-"""Shared fixtures: a site farm per test module, reset before each test."""
+"""Shared fixtures: a site farm per test module, reset before each test.
+
+Two tiers. A test that starts a server, a crawl or another process is an
+``integration`` test (``make test``); the rest (pure policy, fake clock, parsing,
+settings, add-on) form the fast tier, ``make check``. A test is ``integration`` when it
+uses a server fixture (``SERVER_FIXTURES``) or is marked so itself
+(``@pytest.mark.integration``, or ``pytestmark`` for a whole module).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,20 @@ import pytest
 from redis_server import RedisServer, redis_server_fixture
 
 from scrapy_politeness._sitefarm import Farm
+
+SERVER_FIXTURES = frozenset({"farm", "farm_factory", "redis_server", "own_redis", "server",
+                             "nginx", "proxy", "dnsmasq"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "integration: starts servers, crawls or processes "
+                            "(make test); the rest is the fast tier (make check)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture

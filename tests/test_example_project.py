@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from scrapy_politeness._sitefarm import Farm, host_gaps, ip_gaps, starts_by
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,6 +44,7 @@ def _env(farm: Farm, urls: list[str], stats_path: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.integration
 def test_example_project_crawls_through_the_plugin(tmp_path: Path) -> None:
     stats_path = tmp_path / "stats.json"
     with Farm(SPEC) as farm:
@@ -80,6 +83,7 @@ def test_example_project_crawls_through_the_plugin(tmp_path: Path) -> None:
         assert gap >= FLOOR - TOLERANCE, (key, gap)
 
 
+@pytest.mark.integration
 def test_demo_runs_end_to_end() -> None:
     proc = subprocess.run(
         [sys.executable, str(PROJECT / "demo.py")], cwd=ROOT,

@@ -12,6 +12,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 READY = "scrapy crawl farm"
 
@@ -31,6 +33,7 @@ def _read_until_ready(proc: subprocess.Popen[str], timeout: float = 20.0) -> str
     return out
 
 
+@pytest.mark.integration
 def test_farm_command_serves_the_urls_it_prints(tmp_path: Path) -> None:
     spider = tmp_path / "spiders" / "farm.py"
     with subprocess.Popen(
@@ -65,6 +68,7 @@ def _check(proc: subprocess.Popen[str], spider: Path) -> None:
         assert resp.status == 200
 
 
+@pytest.mark.integration
 def test_a_new_project_crawls_the_farm_as_the_readme_says(tmp_path: Path) -> None:
     """Fresh HOME, `scrapy startproject`, the ADDONS line, the farm command, `scrapy crawl`."""
     env = {**os.environ, "HOME": str(tmp_path)}

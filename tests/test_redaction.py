@@ -120,6 +120,7 @@ async def test_unreachable_backend_never_shows_the_password(
     _clean(caplog.text)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("url", [
     f"http://crawler:{ENC}@127.0.0.1:6379/0",  # rejected at start-up
     f"REDIS://127.0.0.1:{{port}}/0?password={ENC}",  # accepted, unreachable

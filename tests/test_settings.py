@@ -37,6 +37,7 @@ def test_defaults(source: Any) -> None:
     assert (s.dns_min_ttl, s.dns_max_ttl, s.dns_negative_ttl) == (5.0, 3600.0, 30.0)
     assert s.dns_pin is True
     assert s.dns_hosts_file == "/etc/hosts"
+    assert s.gc_freeze is False  # the collector is the host process's: only when asked
     assert s.config_for("anything.com") is s.config
 
 

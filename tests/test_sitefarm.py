@@ -380,6 +380,7 @@ def test_bad_spec_is_rejected_before_spawning() -> None:
         Farm({"ips": [IP_A], "hosts": {"x.farm.test": {"ip": IP_A, "kind": "weird"}}})
 
 
+@pytest.mark.integration
 def test_start_failure_reports_child_stderr() -> None:
     with socket.socket() as blocker:
         blocker.bind((IP_A, 0))

@@ -78,6 +78,7 @@ def _crawl(tmp_path: Path, *settings: str, env: dict[str, str] | None = None
                           timeout=60, check=False)
 
 
+@pytest.mark.integration
 def test_unreachable_backend_makes_scrapy_crawl_exit_non_zero(tmp_path: Path) -> None:
     pytest.importorskip("redis")
     sys.path.insert(0, str(Path(__file__).parent))
@@ -92,6 +93,7 @@ def test_unreachable_backend_makes_scrapy_crawl_exit_non_zero(tmp_path: Path) ->
     assert "Sup3rSecret" not in log
 
 
+@pytest.mark.integration
 def test_missing_redis_extra_names_the_pip_command(tmp_path: Path) -> None:
     # A directory first on sys.path whose ``redis`` cannot be imported: what a
     # machine without the extra sees (the real package stays installed here).
