@@ -109,7 +109,7 @@ def draw_timeline(trace: Path, out: Path) -> str:
         path = render(series(read_trace(trace), top=8), out, width=1200, height=800, dpi=100)
     except ImportError:
         return ("timeline not drawn: matplotlib is missing "
-                "(pip install 'scrapy-politeness[plot]')")
+                "(pip install matplotlib)")
     return f"Timeline of the decisions (trace {trace}): {path}"
 
 

@@ -2,7 +2,7 @@
 
 ``plot trace.jsonl -o timeline.png`` draws the timeline of a decision trace
 written with ``POLITENESS_TRACE`` (docs/usage/observability.md). Needs
-matplotlib: ``pip install 'scrapy-politeness[plot]'``; without it the command
+matplotlib: ``pip install matplotlib`` (the ``[plot]`` extra); without it the command
 says so and exits with 2. A file that is not a trace exits with 1.
 
 ``farm`` starts the demo site farm on loopback and prints how to crawl it
@@ -18,7 +18,7 @@ from typing import Any
 __all__ = ["main"]
 
 MISSING_MATPLOTLIB = ("scrapy_politeness plot needs matplotlib, which is not installed: "
-                      "pip install 'scrapy-politeness[plot]' (or pip install matplotlib)")
+                      "pip install matplotlib (the [plot] extra of scrapy-politeness)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -51,7 +51,7 @@ from .robotsfetch import RobotsPrefetch
 from .settings import PolitenessSettings
 from .sharedsync import SharedSync
 from .slip import Dispatch, SendSlip
-from .startup import check_asyncio, check_backend, start_line, warn_unknown_settings
+from .startup import load_settings, start_line
 from .watch import Watch
 
 if TYPE_CHECKING:
@@ -129,12 +129,9 @@ class PolitenessMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        warn_unknown_settings(crawler.settings)
-        settings = PolitenessSettings.from_settings(crawler.settings)
+        settings = load_settings(crawler.settings)
         if not settings.enabled:
             raise NotConfigured("POLITENESS_ENABLED is False")
-        check_backend(settings.backend)
-        check_asyncio()
         logger.info("%s", start_line(settings, crawler.settings))
         return cls(crawler, settings)
 

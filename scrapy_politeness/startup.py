@@ -1,7 +1,9 @@
 """What the middleware checks and says once, when the crawl starts.
 
-Misspelt setting names, a backend the crawl cannot use, and the one INFO line
-that says the plugin is on and with which policy. A backend failure raises
+Misspelt setting names, a second throttle left on, a bad value or a backend
+the crawl cannot use, and the one INFO line that says the plugin is on and with
+which policy. A bad value or a backend failure is logged as one ERROR line
+first (Scrapy then prints its own traceback of the failed start), and raises
 from the middleware's ``from_crawler``, so Scrapy counts the crawl as failed
 to start and ``scrapy crawl`` exits with 1: a cron job or CI notices.
 """
@@ -19,7 +21,10 @@ __all__ = ["BackendNotUsable", "check_asyncio", "check_backend", "start_line",
 
 logger = logging.getLogger(__name__)
 
-REDIS_EXTRA = "pip install 'scrapy-politeness[redis]'"
+REDIS_EXTRA = "pip install 'redis>=5' (the [redis] extra of scrapy-politeness)"
+PRIORITY_NAMES = {0: "default", 10: "command", 15: "addon", 20: "project", 30: "spider",
+                  40: "cmdline"}
+"""Scrapy's settings priorities by number: where a value came from."""
 
 
 class BackendNotUsable(RuntimeError):
@@ -33,6 +38,45 @@ def warn_unknown_settings(names: Iterable[str]) -> list[str]:
         hint = f"; did you mean {close}?" if close else ""
         messages.append(f"scrapy-politeness: unknown setting {name} is ignored{hint}")
         logger.warning("%s", messages[-1])
+    return messages
+
+
+def load_settings(crawler_settings: Any) -> PolitenessSettings:
+    """The plugin's settings, checked; a bad value or backend is logged as one ERROR
+    line before it raises, so it is the first thing a user sees."""
+    warn_unknown_settings(crawler_settings)
+    try:
+        settings = PolitenessSettings.from_settings(crawler_settings)
+        if settings.enabled:
+            check_backend(settings.backend)
+            check_asyncio()
+    except (ValueError, BackendNotUsable) as exc:
+        logger.error("scrapy-politeness cannot start: %s", exc)
+        raise
+    if settings.enabled:
+        warn_other_throttles(crawler_settings)
+    return settings
+
+
+def warn_other_throttles(crawler_settings: Any) -> list[str]:
+    """Warn when DOWNLOAD_DELAY or AutoThrottle would space requests a second time.
+
+    The add-on turns both off; a project that lists only the middleware (or
+    sets them again at a higher priority) runs two throttles at once.
+    """
+    messages = []
+    delay = crawler_settings.getfloat("DOWNLOAD_DELAY")
+    if delay > 0:
+        messages.append(f"scrapy-politeness: DOWNLOAD_DELAY = {delay:g} spaces requests a second "
+                        "time on top of the politeness buckets; set DOWNLOAD_DELAY = 0 (the "
+                        "add-on, ADDONS = {'scrapy_politeness.Addon': 300}, does it for you) and "
+                        "use POLITENESS_FLOOR / POLITENESS_DEFAULT instead")
+    if crawler_settings.getbool("AUTOTHROTTLE_ENABLED"):
+        messages.append("scrapy-politeness: AUTOTHROTTLE_ENABLED = True runs a second throttle "
+                        "that ignores 429/503 and Retry-After; set AUTOTHROTTLE_ENABLED = False "
+                        "(the add-on does it for you)")
+    for message in messages:
+        logger.warning("%s", message)
     return messages
 
 
@@ -92,8 +136,27 @@ def start_line(settings: PolitenessSettings, crawler_settings: Any) -> str:
     queue = str(crawler_settings.get("SCHEDULER_PRIORITY_QUEUE") or "")
     live = (f"live line every {_s(settings.log_interval)}" if settings.log_interval > 0
             else "no live line")
-    overrides = f", {len(settings.hosts)} host overrides" if settings.hosts else ""
-    return (f"scrapy-politeness on: per host start {_s(c.default)}, floor {_s(c.floor)}, "
+    n = len(settings.hosts)
+    overrides = f", {n} host override{'s' if n != 1 else ''}" if n else ""
+    line = (f"scrapy-politeness on: per host start {_s(c.default)}, floor {_s(c.floor)}, "
             f"ceiling {_s(c.ceiling)}{overrides}; per IP floor {_s(c.ip_floor)}; grouping "
             f"{settings.grouping}; backend {backend}; queue {queue.rpartition('.')[2]}; "
             f"dead after {settings.dead_after} fetches at the ceiling; {live}")
+    origins = settings_origins(crawler_settings)
+    return f"{line}; {origins}" if origins else line
+
+
+def settings_origins(crawler_settings: Any) -> str:
+    """The POLITENESS_* settings given a value, grouped by where it came from
+    (project, spider, cmdline...): a spider's ``custom_settings`` silently wins
+    over settings.py, so the start line says which source each value is from."""
+    getpriority = getattr(crawler_settings, "getpriority", None)
+    if getpriority is None:
+        return ""
+    by_origin: dict[str, list[str]] = {}
+    for name in sorted(n for n in crawler_settings if str(n).startswith("POLITENESS_")):
+        priority = getpriority(name) or 0
+        if priority > 0:
+            origin = PRIORITY_NAMES.get(priority, f"priority {priority}")
+            by_origin.setdefault(origin, []).append(name)
+    return "; ".join(f"{', '.join(names)} from {origin}" for origin, names in by_origin.items())

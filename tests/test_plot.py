@@ -113,7 +113,7 @@ def test_plot_command_without_matplotlib_says_how_to_install(
     assert main(["plot", str(trace), "-o", str(tmp_path / "x.png")]) == 2
     err = capsys.readouterr().err
     assert MISSING_MATPLOTLIB in err
-    assert "scrapy-politeness[plot]" in err
+    assert "pip install matplotlib" in err
     assert not (tmp_path / "x.png").exists()
 
 

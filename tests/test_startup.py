@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scrapy.settings import Settings
@@ -61,9 +62,66 @@ def test_start_line_says_what_the_plugin_will_do(caplog: pytest.LogCaptureFixtur
     line = start_line(mw.settings, crawler.settings)
     assert line in caplog.text
     assert line == ("scrapy-politeness on: per host start 1s, floor 0.3s, ceiling 60s, "
-                    "1 host overrides; per IP floor 0.25s; grouping host; backend memory; "
+                    "1 host override; per IP floor 0.25s; grouping host; backend memory; "
                     "queue PolitenessAwarePriorityQueue; dead after 5 fetches at the ceiling; "
-                    "live line every 10s")
+                    "live line every 10s; POLITENESS_FLOOR, POLITENESS_HOSTS from project")
+
+
+def test_start_line_says_where_each_value_came_from() -> None:
+    # A spider's custom_settings silently wins over settings.py: the line says so.
+    settings = Settings()
+    settings.set("POLITENESS_FLOOR", 0.5, priority="project")
+    settings.set("POLITENESS_DEFAULT", 0.7, priority="project")
+    settings.set("POLITENESS_FLOOR", 0.3, priority="spider")
+    settings.set("POLITENESS_CEILING", 9, priority="cmdline")
+    line = start_line(PolitenessSettings.from_settings(settings), settings)
+    assert line.startswith("scrapy-politeness on: per host start 0.7s, floor 0.3s, ceiling 9s;")
+    assert line.endswith("; POLITENESS_CEILING from cmdline; POLITENESS_DEFAULT from project; "
+                         "POLITENESS_FLOOR from spider")
+
+
+def test_only_defaults_add_no_origins() -> None:
+    line = start_line(PolitenessSettings.from_settings(Settings()), Settings())
+    assert line.endswith("live line every 10s")
+
+
+@pytest.mark.parametrize(("given", "warned"), [
+    ({"DOWNLOAD_DELAY": 1}, ["DOWNLOAD_DELAY = 1 spaces requests a second time"]),
+    ({"AUTOTHROTTLE_ENABLED": True}, ["AUTOTHROTTLE_ENABLED = True runs a second throttle"]),
+    ({}, []),
+])
+def test_the_middleware_alone_warns_about_a_second_throttle(
+        caplog: pytest.LogCaptureFixture, given: dict[str, Any], warned: list[str]) -> None:
+    # Enabled by hand (DOWNLOADER_MIDDLEWARES), with what `scrapy startproject` writes.
+    crawler = get_crawler(settings_dict={
+        "DOWNLOADER_MIDDLEWARES": {"scrapy_politeness.PolitenessMiddleware": 950}, **given})
+    with caplog.at_level(logging.WARNING):
+        PolitenessMiddleware.from_crawler(crawler)
+    got = [r.getMessage() for r in caplog.records if "second" in r.getMessage()]
+    assert len(got) == len(warned)
+    for message, expected in zip(got, warned, strict=True):
+        assert expected in message
+
+
+def test_the_addon_leaves_no_second_throttle_to_warn_about(
+        caplog: pytest.LogCaptureFixture) -> None:
+    crawler = get_crawler(settings_dict={"ADDONS": {"scrapy_politeness.Addon": 300},
+                                         "DOWNLOAD_DELAY": 1})
+    crawler._apply_settings()
+    with caplog.at_level(logging.WARNING):
+        PolitenessMiddleware.from_crawler(crawler)
+    assert "spaces requests a second time" not in caplog.text
+
+
+def test_a_bad_value_is_one_error_line_naming_setting_and_value(
+        caplog: pytest.LogCaptureFixture) -> None:
+    crawler = get_crawler(settings_dict={"POLITENESS_FLOOR": "abc"})
+    with caplog.at_level(logging.ERROR), pytest.raises(ValueError, match="POLITENESS_FLOOR"):
+        PolitenessMiddleware.from_crawler(crawler)
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in errors] == [
+        "scrapy-politeness cannot start: POLITENESS_FLOOR must be a number, got 'abc'"]
+    assert errors[0].exc_info is None  # one line: Scrapy prints the traceback of its own
 
 
 def _crawl(tmp_path: Path, *settings: str, env: dict[str, str] | None = None
@@ -91,6 +149,7 @@ def test_unreachable_backend_makes_scrapy_crawl_exit_non_zero(tmp_path: Path) ->
     assert "is unreachable" in log
     assert "POLITENESS_BACKEND = 'memory'" in log
     assert "Sup3rSecret" not in log
+    _error_line_comes_first(log, "scrapy-politeness cannot start: POLITENESS_BACKEND=")
 
 
 @pytest.mark.integration
@@ -106,6 +165,24 @@ def test_missing_redis_extra_names_the_pip_command(tmp_path: Path) -> None:
                   env={"PYTHONPATH": path})
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0, log[-3000:]
-    assert "pip install 'scrapy-politeness[redis]'" in log
+    assert "pip install 'redis>=5'" in log
+    _error_line_comes_first(log, "scrapy-politeness cannot start: POLITENESS_BACKEND=")
+
+
+def _error_line_comes_first(log: str, error: str) -> None:
+    """The plugin's one ERROR line stands before any traceback Scrapy prints."""
+    assert error in log, log[-3000:]
+    first_error = log.index(error)
+    assert "Traceback" not in log[:first_error]
+    assert "Task exception was never retrieved" not in log[:first_error]
+
+
+@pytest.mark.integration
+def test_a_bad_value_stops_scrapy_crawl_with_its_error_line_first(tmp_path: Path) -> None:
+    proc = _crawl(tmp_path, "POLITENESS_FLOOR=abc")
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 1, log[-3000:]
+    _error_line_comes_first(
+        log, "ERROR: scrapy-politeness cannot start: POLITENESS_FLOOR must be a number, got 'abc'")
 
 
