@@ -59,8 +59,8 @@ def test_writer_flushes_every_n_lines_and_every_second(tmp_path: Path) -> None:
     w.write({"type": "x", "n": 1})
     w.write({"type": "x", "n": 2})  # with the header: 3 lines, handed to the thread
 
-    def wait_for(n: int) -> None:
-        for _ in range(200):
+    def wait_for(n: int) -> None:  # the writer thread's turn: generous on a loaded machine
+        for _ in range(3000):
             if len(path.read_text().splitlines()) == n:
                 return
             threading.Event().wait(0.01)
