@@ -38,6 +38,16 @@ class ReissueEveryThird(_EveryThird):
         return request.replace(dont_filter=True, meta={**request.meta, MARK: True})
 
 
+class ReplaceEveryThirdRequest(_EveryThird):
+    """Answers every 3rd request with a new Request before it is downloaded:
+    no download, so no signal and no ``process_response`` tells the plugin."""
+
+    def process_request(self, request: Request) -> Request | None:
+        if not self.due(request):
+            return None
+        return request.replace(dont_filter=True, meta={**request.meta, MARK: True})
+
+
 class IgnoreEveryThird(_EveryThird):
     """Raises ``IgnoreRequest`` for every 3rd response (a ban detector dropping it)."""
 

@@ -40,14 +40,14 @@ def _crawl(farm: Farm, middleware: str | None, **extra: Any) -> tuple[list[str],
     return urls, run_crawl(urls, settings, follow=False, errback=True, timeout=150)
 
 
-def _assert_polite(farm: Farm, result: CrawlResult) -> None:
+def _assert_polite(farm: Farm, result: CrawlResult, dispatched: int | None = None) -> None:
     arrivals = farm.arrivals()
     assert result.stat("finish_reason", "") == "finished", result.log[-3000:]
     for host, times in starts_by(arrivals, lambda a: a.host).items():
         assert not violations(sorted(times), INTERVAL, TOL), host
     for ip, times in starts_by(arrivals, lambda a: a.ip).items():
         assert not violations(sorted(times), INTERVAL, TOL), ip
-    assert result.stat("politeness/dispatched") == len(arrivals)
+    assert result.stat("politeness/dispatched") == (dispatched or len(arrivals))
     assert WATCHDOG not in result.log
     assert result.stat("politeness/watchdog_released") == 0
 
@@ -59,6 +59,17 @@ def test_a_new_request_from_a_middleware_above_frees_the_slot(farm_factory: Any)
     fetched = {item["url"] for item in result.items if item.get("status") == 200}
     assert fetched == set(urls)
     assert len(farm.arrivals()) == len(urls) + len(urls) // 3  # every 3rd fetched twice
+    assert result.stat("politeness/released_unreported") == 0  # the download's own end
+
+
+def test_a_new_request_before_the_download_frees_the_slot_by_the_sweep(
+        farm_factory: Any) -> None:
+    farm = farm_factory(SPEC)
+    urls, result = _crawl(farm, "ReplaceEveryThirdRequest")
+    _assert_polite(farm, result, dispatched=len(urls) + len(urls) // 3)
+    assert {item["url"] for item in result.items if item.get("status") == 200} == set(urls)
+    assert len(farm.arrivals()) == len(urls)
+    assert result.stat("politeness/released_unreported") == len(urls) // 3
 
 
 @pytest.mark.parametrize(("middleware", "error"), [("IgnoreEveryThird", "IgnoreRequest"),
