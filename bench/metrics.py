@@ -84,6 +84,17 @@ def judge(scenario: Scenario, arrivals: list[Arrival]) -> Judgement:
     )
 
 
+def served_bound(scenario: Scenario, arrivals: list[Arrival]) -> float:
+    """T* of the requests the server saw (re-fetches included): per host
+    (n - 1) x interval, per IP (n - 1) x its spacing, the largest."""
+    best = 0.0
+    for host, seq in _group(arrivals, "host").items():
+        best = max(best, (len(seq) - 1) * scenario.interval_of(host))
+    for ip, seq in _group(arrivals, "ip").items():
+        best = max(best, (len(seq) - 1) * scenario.ip_spacing_of(ip))
+    return best
+
+
 def after_change(arrivals: list[Arrival], host: str, served: int) -> tuple[int, int]:
     """(requests, 429s) of ``host`` after its ``served``-th 200: a limit drop's cost."""
     ok = 0

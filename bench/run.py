@@ -36,8 +36,9 @@ import twisted
 
 from scrapy_politeness._sitefarm import Farm
 
-from .metrics import Judgement, after_change, judge
+from .metrics import Judgement, after_change, judge, served_bound
 from .ramp import ramp
+from .reissue import PATH as REISSUE
 from .scenarios import DEFAULT_SKIP, GROUPS, SCENARIOS, Scenario
 from .static_resolver import ENV_VAR
 
@@ -46,7 +47,8 @@ ADDON = {"scrapy_politeness.Addon": 300}
 STATIC_RESOLVER = "bench.static_resolver.StaticResolver"
 DEFAULT_QUEUE = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 CONFIGS = ("plugin", "plugin+default-queue", "autothrottle", "delay+jitter", "delay")
-ALL_CONFIGS = (*CONFIGS, "plugin-additive", "plugin-bracket", "delay-per-ip")
+ALL_CONFIGS = (*CONFIGS, "plugin-additive", "plugin-bracket", "delay-per-ip",
+               "plugin+reissue-960")
 # Stock Scrapy spacing IPs, not hosts: the deprecated (2.14) per-IP download slots, which
 # Scrapy's default DownloaderAwarePriorityQueue refuses, and a warm DNS cache (see
 # bench/static_resolver.py). The same pace the plugin keeps on an IP-bound crawl.
@@ -123,6 +125,8 @@ def config_settings(config: str, scenario: Scenario, farm: Farm) -> dict[str, An
             settings["POLITENESS_RECOVERY"] = "additive"
         elif config == "plugin-bracket":
             settings["POLITENESS_RECOVERY"] = "bracket"
+        elif config == "plugin+reissue-960":  # a custom retry above the plugin
+            settings["DOWNLOADER_MIDDLEWARES"] = {REISSUE: 960}
         return settings
     settings["TWISTED_DNS_RESOLVER"] = STATIC_RESOLVER
     settings["DOWNLOAD_DELAY"] = interval
@@ -149,6 +153,7 @@ class Row:
     error: str = ""
     after: dict[str, tuple[int, int]] | None = None  # host -> (requests, 429s) after a drop
     ramp: str = ""  # starts/s in the first seconds, ramp, gaps, tail (robots_delays scenarios)
+    note: str = ""  # the bound of the requests the server saw, when they exceed the URLs
 
 
 def run_scenario(scenario: Scenario, only: tuple[str, ...] | None = None) -> list[Row]:
@@ -180,8 +185,15 @@ def run_scenario(scenario: Scenario, only: tuple[str, ...] | None = None) -> lis
             figures = ramp(scenario, arrivals) if scenario.robots_delays else None
             if figures is not None:
                 progress(f"  {figures.line()}")
+            note = ""
+            if j.requests > j.urls:  # re-fetches: T* of the URL list is out of reach
+                served = served_bound(scenario, arrivals)
+                note = (f"{j.requests} requests served: their T* {served:.2f} s, wall/that "
+                        f"{j.wall / served:.2f}; watchdog frees "
+                        f"{run.result['stats'].get('politeness/watchdog_released', 0)}")
+                progress(f"  {note}")
             rows.append(Row(config, queue, j, after=after,
-                            ramp="" if figures is None else figures.line()))
+                            ramp="" if figures is None else figures.line(), note=note))
     return rows
 
 
@@ -221,6 +233,7 @@ def scenario_table(scenario: Scenario, rows: list[Row]) -> list[str]:
     if drops:
         lines += ["", *drops]
     ramps = [f"- {row.config}: {row.ramp}" for row in rows if row.ramp]
+    ramps += [f"- {row.config}: {row.note}" for row in rows if row.note]
     if ramps:
         lines += ["", *ramps]
     return [*lines, ""]

@@ -244,6 +244,29 @@ def limit_drop(quick: bool) -> Scenario:
                     configs=RATE_CONFIGS, start_interval=1.0)
 
 
+def reissue(quick: bool) -> Scenario:
+    """A middleware above the plugin answering every 3rd response with a new Request.
+
+    Each such answer used to leak one of its host's in-flight slots (the plugin
+    freed them in its own ``process_response`` only) until the host wedged.
+    Side by side with the same crawl without it; each re-issued URL is one
+    more fetch of its host, so the table's T* (from the URL list) is below
+    what the re-issuing crawl can reach: the note under it gives the bound of
+    the requests the server saw.
+    """
+    n_hosts, per_host = (6, 6) if quick else (18, 10)
+    ips = [f"127.0.0.{2 + i}" for i in range(n_hosts)]
+    hosts = {f"r{i:02d}.{DOMAIN}": {"ip": ip, "kind": "normal", "pages": per_host}
+             for i, ip in enumerate(ips)}
+    urls = [(h, p) for p in _pages(per_host) for h in hosts]
+    return Scenario("reissue-960",
+                    f"{n_hosts} hosts x {per_host} URLs, one IP each; a middleware at 960 "
+                    "re-issues every 3rd response (config plugin+reissue-960)",
+                    {"ips": ips, "hosts": hosts}, urls, interval=0.5, ip_floor=0.25,
+                    extra={"CONCURRENT_REQUESTS_PER_DOMAIN": 2},
+                    configs=("plugin", "plugin+reissue-960"))
+
+
 # "plugin-bracket": the bracket search without the round-pace prior, the plugin's
 # recovery before it (POLITENESS_RECOVERY = "bracket"), side by side with the default.
 GRID_CONFIGS = ("plugin", "plugin-bracket", "autothrottle")
@@ -264,7 +287,7 @@ def _grid_cell(name: str) -> Any:
 SCENARIOS = {"broad": broad, "shared-ip": shared_ip, "head-of-line": head_of_line,
              "slow-head": slow_head, "rate-limited": rate_limited,
              "crawl-delay-head": crawl_delay_head, "many-hosts": many_hosts,
-             "limit-drop": limit_drop,
+             "limit-drop": limit_drop, "reissue-960": reissue,
              **{name: _grid_cell(name) for name in RATE_GRID}}
 # --only groups; a plain `python -m bench` runs the subset, not the whole grid.
 GROUPS = {"rate-grid": tuple(RATE_GRID), "rate-subset": RATE_SUBSET,
