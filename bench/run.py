@@ -186,11 +186,12 @@ def run_scenario(scenario: Scenario, only: tuple[str, ...] | None = None) -> lis
             if figures is not None:
                 progress(f"  {figures.line()}")
             note = ""
-            if j.requests > j.urls:  # re-fetches: T* of the URL list is out of reach
+            freed = run.result["stats"].get("politeness/watchdog_released", 0)
+            if config == "plugin+reissue-960" or freed:  # re-fetches: T* of the URLs is below
                 served = served_bound(scenario, arrivals)
                 note = (f"{j.requests} requests served: their T* {served:.2f} s, wall/that "
-                        f"{j.wall / served:.2f}; watchdog frees "
-                        f"{run.result['stats'].get('politeness/watchdog_released', 0)}")
+                        f"{j.wall / served if served else float('nan'):.2f}; "
+                        f"watchdog frees {freed}")
                 progress(f"  {note}")
             rows.append(Row(config, queue, j, after=after,
                             ramp="" if figures is None else figures.line(), note=note))

@@ -260,7 +260,8 @@ def reissue(quick: bool) -> Scenario:
              for i, ip in enumerate(ips)}
     urls = [(h, p) for p in _pages(per_host) for h in hosts]
     return Scenario("reissue-960",
-                    f"{n_hosts} hosts x {per_host} URLs, one IP each; a middleware at 960 "
+                    f"{n_hosts} hosts x {per_host} URLs, one IP each, "
+                    "CONCURRENT_REQUESTS_PER_DOMAIN=2; a middleware at 960 "
                     "re-issues every 3rd response (config plugin+reissue-960)",
                     {"ips": ips, "hosts": hosts}, urls, interval=0.5, ip_floor=0.25,
                     extra={"CONCURRENT_REQUESTS_PER_DOMAIN": 2},
