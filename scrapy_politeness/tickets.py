@@ -87,8 +87,8 @@ class Tickets:
         dispatch = self.held.pop(request, None)
         if dispatch is None:
             return
-        if isinstance(exception, IgnoreRequest):
-            self.driver.done(dispatch.key)
+        if isinstance(exception, IgnoreRequest) or not isinstance(exception, Exception):
+            self.driver.done(dispatch.key)  # dropped, or cancelled: no outcome
             return
         kind = classify_exception(exception)
         if not reached_server(kind):  # no server saw it: nothing to back off from

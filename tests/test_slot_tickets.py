@@ -159,7 +159,22 @@ async def test_a_failed_download_is_fed_back_from_the_signal_once() -> None:
     assert mw.stats.get_value("politeness/backoff/transport") == 1
 
 
-def _download_failing(mw: PolitenessMiddleware, request: Request, exc: Exception) -> None:
+@pytest_twisted.ensureDeferred
+@on_loop
+async def test_a_download_cancelled_frees_its_slot_with_no_outcome() -> None:
+    mw = _middleware()
+    mw.loop = asyncio.get_running_loop()
+    done = _count_done(mw)
+    request = await _dispatch(mw)
+    with pytest.raises(asyncio.CancelledError):
+        _download_failing(mw, request, asyncio.CancelledError())
+    assert done[HOST] == 1
+    assert mw.tickets.held == {}
+    assert not [k for k in mw.stats.get_stats() if k.startswith("politeness/local")]
+
+
+def _download_failing(mw: PolitenessMiddleware, request: Request,
+                      exc: BaseException) -> None:
     """What Scrapy's ``Downloader._download`` does when its handler raises."""
     try:
         raise exc
