@@ -51,7 +51,7 @@ from .robotsfetch import RobotsPrefetch
 from .settings import PolitenessSettings
 from .sharedsync import SharedSync
 from .slip import Dispatch, SendSlip
-from .startup import load_settings, start_line
+from .startup import load_settings, start_line, warn_missing_internals
 from .watch import Watch
 
 if TYPE_CHECKING:
@@ -249,6 +249,7 @@ class PolitenessMiddleware:
 
     async def _spider_opened(self, spider: Spider) -> None:
         loop = self.loop = asyncio.get_running_loop()
+        warn_missing_internals(self.crawler)
         if self.settings.gc_freeze:
             frozen = freeze_start_heap()
             if frozen is not None:
