@@ -88,9 +88,7 @@ class GateView:
         else:
             host_ready = state.eligible_at() + margin
             interval, ip_interval = state.interval(), state.ip_interval()
-        floor = self.ips.floor  # a start spends its IP by max(floor, its interval)
-        if ip_interval < floor:
-            ip_interval = floor
+        ip_interval = self.ips.spacing(ip, ip_interval)  # what a start spends on its IP
         return Hint(key, ip, host_ready, self.ip_ready(ip), interval, ip_interval)
 
     def ip_ready(self, ip: str | None) -> float:

@@ -296,6 +296,29 @@ async def _ip_rule(server: RedisServer) -> None:
         await b.close()
 
 
+async def _ip_spacing_rule(server: RedisServer) -> None:
+    """Decoupled (POLITENESS_IP_MODEL): the IP is spaced by the spacing the
+    client's IPTable gives, not by the host's interval, as IPTable.spend."""
+    config = Config(default=1.0, floor=0.25, ceiling=10.0, ip_floor=0.3)
+    b = backend(server)
+    await b.open()
+    try:
+        await b.reserve("a", "127.0.0.7", config, ip_spacing=0.3)
+        a0 = last_start(server, b, "a")
+        await b.reserve("b", "127.0.0.7", config, ip_spacing=0.3)
+        b0 = last_start(server, b, "b")
+        assert b0 - a0 == pytest.approx(0.3, abs=1e-6)  # coupled: 1.0, a's interval
+        await b.reserve("a", "127.0.0.7", config, ip_spacing=0.3)
+        assert last_start(server, b, "a") - a0 == pytest.approx(1.0, abs=1e-6)
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_decoupled_ip_spacing_is_the_clients(redis_server: RedisServer) -> None:
+    await aio(_ip_spacing_rule(redis_server))
+
+
 @pytest_twisted.ensureDeferred
 async def test_two_hosts_on_one_ip_and_no_ip_bucket_for_unknown_ip(
         redis_server: RedisServer) -> None:
