@@ -314,6 +314,30 @@ async def _ip_spacing_rule(server: RedisServer) -> None:
         await b.close()
 
 
+async def _own_gap(server: RedisServer) -> None:
+    """A booking pushed later by its IP (a neighbour's wide spacing) records the
+    host's own gap, as HostTable.start: the pace its controller chose."""
+    config = Config(default=0.5, floor=0.25, ceiling=10.0, ip_floor=0.1)
+    b = backend(server)
+    await b.open()
+    try:
+        await b.reserve("fast", "127.0.0.8", config, ip_spacing=0.1)
+        await b.reserve("slow", "127.0.0.8", config, ip_spacing=2.0)  # holds the IP 2 s
+        _, shared = await b.reserve("fast", "127.0.0.8", config, ip_spacing=0.1)
+        assert shared is not None
+        f0 = last_start(server, b, "fast")
+        assert shared.gap == pytest.approx(0.5, abs=1e-6)  # its own, not the 2 s it waited
+        assert f0 - float(sync_client(server).hget(f"{b.namespace}:host:slow", "last_start")
+                          or "nan") == pytest.approx(2.0, abs=1e-6)
+    finally:
+        await b.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_booking_held_by_its_ip_keeps_its_own_gap(redis_server: RedisServer) -> None:
+    await aio(_own_gap(redis_server))
+
+
 @pytest_twisted.ensureDeferred
 async def test_decoupled_ip_spacing_is_the_clients(redis_server: RedisServer) -> None:
     await aio(_ip_spacing_rule(redis_server))

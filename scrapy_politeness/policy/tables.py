@@ -46,6 +46,10 @@ class HostState:
     gap: float = 0.0  # start-to-start time before the last start (0: none yet)
     fail_cost: float = 0.0  # what the last failure cost (its pause), seconds
     dates: ServerDates | None = None  # its recent Date headers (HTTP-date Retry-After)
+    # Set by the scheduler queue when it hands a request out: since when the
+    # host has had requests waiting there, and how many are left (-1: unknown).
+    queued_since: float = float("inf")
+    backlog: int = -1
 
     def interval(self) -> float:
         """The clamped interval in force now."""
@@ -118,11 +122,26 @@ class HostTable:
     def peek(self, key: str) -> HostState | None:
         return self._hosts.get(key)
 
-    def start(self, key: str, now: float) -> float:
-        """Record a fetch start; returns the interval it was spaced by."""
+    def start(self, key: str, now: float, since: float = float("inf")) -> float:
+        """Record a fetch start; returns the interval it was spaced by.
+
+        ``since``: when the request (or one of its host before it) has been
+        waiting; with the scheduler queue, ``state.queued_since`` says the same.
+        The gap kept for the recovery is the host's own: from its last start to
+        when its own bucket and its waiting request let it go. A start held
+        past that by another bucket (its IP, busy with other vhosts) ran at the
+        pace the host's controller chose, not at the wider gap the IP made.
+        """
         state = self.get(key)
         if state.last_start > float("-inf"):
-            state.gap = now - state.last_start
+            queued = state.queued_since
+            own = state.eligible_at()
+            if queued < since:
+                since = queued
+            if since > own:
+                own = since
+            state.gap = (own if own < now else now) - state.last_start
+        state.queued_since = float("inf")
         state.last_start = now
         state.touched = now
         return state.interval()

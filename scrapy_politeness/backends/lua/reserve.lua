@@ -61,6 +61,7 @@ end
 if client_epoch ~= '' and client_epoch ~= epoch then return {'resync', epoch} end
 if hold > now then return {'wait', fmt(hold - now), epoch} end
 
+local own_start = start  -- when the host's own bucket lets it go (HostTable.start)
 local ip_next = nil
 if KEYS[3] then
   ip_next = tonumber(redis.call('GET', KEYS[3]))
@@ -73,10 +74,11 @@ end
 -- spacing is max(ip_floor, the clamped adaptive WITHOUT the crawl-delay).
 local sent = start + slip
 redis.call('HSET', KEYS[1], 'last_start', fmt(sent), 'crawl_delay', fmt(crawl_delay))
--- The pace the server sees, for the fast recovery (feedback.lua).
+-- The pace the host's controller chose, for the fast recovery (feedback.lua):
+-- a start held later by the IP (busy with other vhosts) is judged at its own.
 local gap = 0
 if last_start then
-  gap = sent - last_start
+  gap = own_start + slip - last_start
   redis.call('HSET', KEYS[1], 'gap', fmt(gap))
 end
 local keep = ceiling
