@@ -83,7 +83,7 @@ class PolitenessMiddleware:
         self.stats = crawler.stats
         self.hosts = HostTable(settings.config, dead_after=settings.dead_after,
                                overrides=dict(settings.hosts))
-        self.ips = IPTable(settings.config.ip_floor)
+        self.ips = IPTable(settings.config.ip_floor, settings.ip_model)
         self.gate: Gate[Waiter] = Gate(
             self.hosts, self.ips, margin=settings.send_margin,
             max_in_flight=crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
@@ -189,7 +189,8 @@ class PolitenessMiddleware:
             went = await go_as_booked(
                 booked, release, state, loop, slip=self.slip, shared=self.shared,
                 stats=self.stats, margin=self.settings.send_margin,
-                ip_floor=None if bucket is None else self.ips.floor)
+                ip_spacing=None if bucket is None
+                else self.ips.spacing(bucket, state.ip_interval()))
             if went is None:
                 booked = None
             else:

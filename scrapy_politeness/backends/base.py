@@ -35,14 +35,16 @@ class SharedBackend(Protocol):
     async def close(self) -> None: ...
 
     async def reserve(self, key: str, ip: str | None, config: Config, *,
-                      crawl_delay: float = 0.0,
-                      slip: float = 0.0) -> tuple[float, SharedHost | None]:
+                      crawl_delay: float = 0.0, slip: float = 0.0,
+                      ip_spacing: float | None = None) -> tuple[float, SharedHost | None]:
         """Atomically: when both the host and the IP buckets permit, book the
         start and spend both at start + ``slip`` (the caller's estimate of how
         late its send leaves); keep the larger of the shared and the caller's
-        ``crawl_delay``. Returns (seconds from now until the booked start,
-        >= 0; the host's shared state, or None when the backend fell back to
-        local buckets and has no shared answer)."""
+        ``crawl_delay``. ``ip_spacing``: what the start spends on the IP (the
+        decoupled IP model's own interval); None: the shared host's clamped
+        interval, at least the IP floor (the coupled model). Returns (seconds
+        from now until the booked start, >= 0; the host's shared state, or None
+        when the backend fell back to local buckets and has no shared answer)."""
         ...
 
     async def feedback(self, key: str, signal: Signal, config: Config,
