@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 import shlex
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from scrapy_politeness.settings import DEFAULTS
 
@@ -142,7 +142,7 @@ def test_every_install_command_works_from_a_checkout() -> None:
         for target in targets:
             if target.startswith(("/", ".", "~")):  # a checkout, perhaps with extras
                 extras = re.fullmatch(r"[^\[]+(?:\[([\w,-]+)\])?", target)
-                unknown = set((extras and extras.group(1) or "").split(",")) - {""} - set(EXTRAS)
+                unknown = set(((extras and extras.group(1)) or "").split(",")) - {""} - set(EXTRAS)
                 if extras is None or unknown:
                     bad.append((where, target, f"no such extra: {sorted(unknown)}"))
             elif _requirement_name(target) not in known - {PYPROJECT["name"]}:
