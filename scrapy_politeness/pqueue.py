@@ -29,11 +29,12 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from .dns import DnsCache
 from .gateview import IGNORED
-from .handout import Waker, gate_of, handed_out_for, wake_engine
+from .handout import Waker, gate_of, handed_out_for
 from .hostheap import HostEntry, HostHeap
 from .hostqueue import HostQueue, MemoryHostQueue, memory_order
 from .policy import ip_literal
 from .queuestate import check_startprios, host_dir, reclaim, rescue, restore
+from .scrapy_internals import wake_engine
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from scrapy.pqueues import QueueProtocol
     from typing_extensions import Self
 
-__all__ = ["PolitenessAwarePriorityQueue", "clock", "wake_engine"]
+__all__ = ["PolitenessAwarePriorityQueue", "clock"]
 
 # A request this close to eligible is handed out: the engine's pull (a loop turn
 # or two after the wake) then meets the gate's own timer, which releases it on

@@ -9,7 +9,7 @@ from ..policy.shared import SharedHost
 if TYPE_CHECKING:
     from ..policy import Config, Signal
 
-__all__ = ["LateStart", "SharedBackend", "SharedHost", "make_backend"]
+__all__ = ["LateStart", "SharedBackend", "SharedHost"]
 
 
 class LateStart(NamedTuple):
@@ -74,24 +74,3 @@ class SharedBackend(Protocol):
 
     def abort_waiting(self) -> None:
         """Make reservations still waiting for the backend fail at once (closing)."""
-
-
-def make_backend(url: str, *, namespace: str, on_loss: str, margin: float = 0.01,
-                 idle_margin: float = 60.0) -> SharedBackend | None:
-    """None for ``"memory"``; otherwise the shared backend the URL names.
-
-    ``idle_margin``: how long shared state outlives the last wait it encodes
-    (``POLITENESS_IDLE_TTL``, so Redis forgets a dead host when JOBDIR does).
-    """
-    if url == "memory":
-        return None
-    from .redaction import SCHEMES, normalise_scheme, redact_url
-
-    url = normalise_scheme(url)
-    if url.partition("://")[0] in SCHEMES:
-        from .redis import RedisBackend
-
-        return RedisBackend(url, namespace=namespace, on_loss=on_loss, margin=margin,
-                            idle_margin=idle_margin)
-    raise ValueError(f"POLITENESS_BACKEND must be 'memory' or a redis:// URL, "
-                     f"got '{redact_url(url)}'")

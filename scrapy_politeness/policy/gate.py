@@ -85,6 +85,12 @@ class Gate(Generic[T]):
     def in_flight(self, key: str) -> int:
         return self._in_flight.get(key, 0)
 
+    def blocked_heads(self) -> list[tuple[str, T]]:
+        """(key, first waiting token) of every host with requests both in flight
+        and waiting: the only hosts a lost in-flight slot can hold up."""
+        return [(key, q[0][0]) for key in self._in_flight
+                if (q := self._queues.get(key))]
+
     def next_event(self) -> float | None:
         """The earliest instant at which :meth:`poll` may release something."""
         heap = self._heap
