@@ -162,3 +162,27 @@ def test_settings_reference_says_what_a_bad_value_does() -> None:
     text = (ROOT / "docs" / "reference" / "settings.md").read_text(encoding="utf-8")
     assert "one ERROR line" in text
     assert "exits with status 1" in text
+
+
+def _stats_the_code_sets() -> set[str]:
+    """Every `politeness/...` stat name written in the package, dynamic ones spelt out."""
+    from scrapy_politeness.policy.failures import FailureKind
+
+    names: set[str] = set()
+    for path in (ROOT / "scrapy_politeness").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        names |= set(re.findall(r'"politeness/([a-z_/]+[a-z_])"', text))
+        names |= set(re.findall(r'\bSTATS \+ "([a-z_/]+[a-z_])"', text))
+        names |= {"frontier/" + n for n in re.findall(r'\b_STATS \+ "([a-z_/]+)"', text)}
+    names |= {f"backoff/{cause}" for cause in ("429", "5xx", "transport", "latency")}
+    names |= {k.value for k in FailureKind if "/" in k.value}  # dns/*, local/*
+    return names
+
+
+def test_every_stat_the_code_sets_is_in_the_stats_reference() -> None:
+    text = (ROOT / "docs" / "reference" / "stats.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"`([a-z0-9_/]+)`", text))
+    names = _stats_the_code_sets()
+    assert len(names) > 30, names
+    missing = sorted(names - documented)
+    assert not missing, f"set by the code, not in docs/reference/stats.md: {missing}"

@@ -188,3 +188,14 @@ def test_counts_of_one_are_singular_in_every_line() -> None:
     two = LOG_FORMAT % (2, "s", 0, 0.0, 0, 0.0, 0.0, 2, "s", 0)
     assert two.startswith("Politeness: 2 hosts,")
     assert "; 2 hosts backing off" in two
+
+
+@pytest.mark.parametrize(("dead_after", "said"), [(1, "for 1 consecutive fetch;"),
+                                                  (3, "for 3 consecutive fetches;")])
+def test_dead_host_warning_counts_fetches_in_english(
+        caplog: pytest.LogCaptureFixture, dead_after: int, said: str) -> None:
+    mw = _middleware(POLITENESS_DEAD_AFTER=dead_after)
+    state = mw.hosts.get("a.test")
+    with caplog.at_level(logging.WARNING, logger="scrapy_politeness"):
+        mw.observer.died(0.0, "a.test", state, 60.0, "politeness: host a.test is dead")
+    assert said in caplog.text
