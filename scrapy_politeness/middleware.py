@@ -48,7 +48,7 @@ from .robotsfetch import RobotsPrefetch
 from .settings import PolitenessSettings
 from .sharedsync import SharedSync
 from .slip import Dispatch, SendSlip
-from .startup import load_settings, start_line
+from .startup import load_settings, start_line, warn_missing_internals
 from .tickets import Tickets
 from .watch import Watch
 from .watchdog import Watchdog
@@ -83,7 +83,7 @@ class PolitenessMiddleware:
         self.stats = crawler.stats
         self.hosts = HostTable(settings.config, dead_after=settings.dead_after,
                                overrides=dict(settings.hosts))
-        self.ips = IPTable(settings.config.ip_floor)
+        self.ips = IPTable(settings.config.ip_floor, settings.ip_model)
         self.gate: Gate[Waiter] = Gate(
             self.hosts, self.ips, margin=settings.send_margin,
             max_in_flight=crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
@@ -189,7 +189,8 @@ class PolitenessMiddleware:
             went = await go_as_booked(
                 booked, release, state, loop, slip=self.slip, shared=self.shared,
                 stats=self.stats, margin=self.settings.send_margin,
-                ip_floor=None if bucket is None else self.ips.floor)
+                ip_spacing=None if bucket is None
+                else self.ips.spacing(bucket, state.ip_interval()))
             if went is None:
                 booked = None
             else:
@@ -245,6 +246,7 @@ class PolitenessMiddleware:
 
     async def _spider_opened(self, spider: Spider) -> None:
         loop = self.loop = asyncio.get_running_loop()
+        warn_missing_internals(self.crawler)
         if self.settings.gc_freeze:
             frozen = freeze_start_heap()
             if frozen is not None:

@@ -31,6 +31,7 @@ from scrapy.exceptions import IgnoreRequest
 from .failures import classify_exception
 from .observer import STATS
 from .policy import reached_server, retry_after_seen
+from .scrapy_internals import downloader_active
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -115,7 +116,7 @@ class Tickets:
 
     def sweep(self) -> int:
         """Free the tickets of requests no longer in Scrapy's downloader."""
-        active = _downloader_active(self.crawler)
+        active = downloader_active(self.crawler)
         if active is None or not self.held:
             return 0
         gone = [request for request in self.held if request not in active]
@@ -127,12 +128,6 @@ class Tickets:
 
     def live(self) -> Counter[str]:
         """Host key -> requests holding a slot and still in Scrapy's downloader."""
-        active = _downloader_active(self.crawler)
+        active = downloader_active(self.crawler)
         return Counter(d.key for r, d in self.held.items() if active is None or r in active)
 
-
-def _downloader_active(crawler: Crawler) -> set[Request] | None:
-    """Scrapy's own count: the requests between ``Downloader.fetch`` and its end."""
-    downloader = getattr(getattr(crawler, "engine", None), "downloader", None)
-    active = getattr(downloader, "active", None)
-    return active if isinstance(active, set) else None

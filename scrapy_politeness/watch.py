@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .gatedriver import engine_closing
+from .scrapy_internals import engine_closing
 
 if TYPE_CHECKING:
     from collections.abc import Callable
