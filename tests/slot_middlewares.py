@@ -66,6 +66,15 @@ class FailEveryThird(_EveryThird):
         return response
 
 
+class AnswerErrors:
+    """Answers every failed download with a Response of its own (status 599),
+    so no ``process_exception`` below it runs: only the download's own end
+    tells the plugin that the server refused the connection."""
+
+    def process_exception(self, request: Request, exception: Exception) -> Response:
+        return Response(request.url, status=599, request=request)
+
+
 def at_960(name: str) -> dict[str, Any]:
     """``DOWNLOADER_MIDDLEWARES`` placing ``name`` (a class above) at 960."""
     return {f"slot_middlewares.{name}": 960}

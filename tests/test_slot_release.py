@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from crawling import CrawlResult, farm_settings, run_crawl
+from crawling import ADDON, CrawlResult, farm_settings, run_crawl
 from slot_middlewares import at_960
 
 from scrapy_politeness._sitefarm import Farm, starts_by, violations
@@ -92,3 +92,21 @@ def test_a_plain_crawl_never_needs_the_watchdog(farm_factory: Any) -> None:
     urls, result = _crawl(farm, None)
     _assert_polite(farm, result)
     assert {item["url"] for item in result.items if item.get("status") == 200} == set(urls)
+
+
+def test_a_failed_download_answered_above_is_fed_back_from_the_download() -> None:
+    """Connection refused (nothing listens on 127.0.0.1:1), the error answered
+    by a middleware above the plugin: the backoff still comes from the
+    download's own end, and the stand-in answer is not fed back a second time."""
+    urls = [f"http://127.0.0.1:1/p/{i}" for i in range(4)]
+    result = run_crawl(urls, {
+        "ADDONS": ADDON, "ROBOTSTXT_OBEY": False, "RETRY_ENABLED": False,
+        "POLITENESS_DEFAULT": 0.05, "POLITENESS_FLOOR": 0.05, "POLITENESS_IP_FLOOR": 0.05,
+        "CLOSESPIDER_TIMEOUT": 60, "DOWNLOADER_MIDDLEWARES": at_960("AnswerErrors")},
+        follow=False, timeout=120)
+    assert result.stat("finish_reason", "") == "finished"
+    assert sorted(item["url"] for item in result.items if item.get("status") == 599) == urls
+    assert result.stat("politeness/backoff/transport") == len(urls)
+    assert result.stat("politeness/backoff/5xx") == 0
+    assert result.stat("politeness/released_unreported") == 0
+    assert WATCHDOG not in result.log
