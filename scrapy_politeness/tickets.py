@@ -9,8 +9,11 @@ back at the first of:
 
 - Scrapy's ``response_downloaded`` signal: the response's status, latency and
   Retry-After are fed back, before any middleware sees it;
-- ``request_left_downloader`` after a failed download: the exception being
-  raised is fed back as ``process_exception`` would;
+- ``request_left_downloader`` after a failed download: Scrapy sends it from
+  the ``finally`` of its download, so the exception on its way out
+  (``sys.exc_info()``) is fed back as ``process_exception`` would (checked
+  against the installed Scrapy by tests/test_slot_release.py; should that
+  change, the plugin's own hook or the sweep still frees the slot);
 - the plugin's ``process_response``/``process_exception``, for an answer that
   did not come from a download (a middleware above it answered instead);
 - the watch's sweep: a request that left Scrapy's downloader (``active``)
