@@ -6,8 +6,10 @@ host's in-flight count would stay up with nothing in flight, and its waiting
 requests would wait for ever. So, at most once a second: a host whose oldest
 waiting request has waited longer than its interval plus the download timeout,
 while the gate counts more of its requests in flight than Scrapy's downloader
-holds, gets the difference back, with one WARNING naming it and the count in
-``politeness/watchdog_released``. A silent hang becomes a visible bug report.
+holds, on two looks in a row (a release on its way to its request is in that
+gap for a loop turn), gets the difference back, with one WARNING naming it and
+the count in ``politeness/watchdog_released``. A silent hang becomes a visible
+bug report.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class Watchdog:
         self.timeout = timeout
         self.live = live
         self._next = 0.0
+        self._suspects: dict[str, int] = {}  # key -> slots missing at the last look
 
     def check(self, now: float) -> list[str]:
         """The host keys freed now (normally none)."""
@@ -57,8 +60,11 @@ class Watchdog:
         waiters = self.driver.waiters
         oldest = next(iter(waiters.values()), None)  # the first submitted still waiting
         if oldest is None or now - oldest <= self.timeout:
+            if self._suspects:
+                self._suspects = {}
             return []  # the common case: O(1)
         live: Counter[str] | None = None
+        suspects, self._suspects = self._suspects, {}
         freed = []
         for key, head in self.gate.blocked_heads():
             since = waiters.get(head)
@@ -69,6 +75,11 @@ class Watchdog:
             lost = self.gate.in_flight(key) - live.get(key, 0)
             if lost <= 0:
                 continue
+            self._suspects[key] = lost
+            lost = min(lost, suspects.get(key, 0))
+            if lost <= 0:
+                continue  # look again in a second
+            del self._suspects[key]
             logger.warning("politeness watchdog: host %s had requests waiting %.0fs with %d "
                            "of its in-flight slots held by no request Scrapy is downloading; "
                            "freeing them (a bug: please report it)", key, now - since, lost)

@@ -244,7 +244,10 @@ def test_the_watchdog_frees_a_lost_slot_once_with_a_warning(caplog: Any) -> None
         assert dog.check(5.0) == []
         assert dog.check(10.9) == []  # interval 1 + timeout 10 not yet over
         with caplog.at_level("WARNING"):
-            assert dog.check(12.0) == ["h.test"]  # once a second at most
+            assert dog.check(12.0) == []  # a suspect: freed if still so at the next look
+            assert not second.done()
+            assert dog.check(12.5) == []  # once a second at most
+            assert dog.check(13.0) == ["h.test"]
         assert second.done()  # the request behind it went
         assert stats.values["politeness/watchdog_released"] == 1
         assert [r.getMessage() for r in caplog.records if "h.test" in r.getMessage()]
@@ -261,6 +264,23 @@ def test_the_watchdog_leaves_a_host_whose_request_is_still_downloading() -> None
         assert dog.check(500.0) == []
         assert not second.done()
         assert stats.values["politeness/watchdog_released"] == 0
+    finally:
+        assert driver.loop is not None
+        driver.loop.close()
+
+
+def test_the_watchdog_ignores_a_slot_missing_at_one_look_only() -> None:
+    """A release on its way to its request (one loop turn) is not a lost slot."""
+    live: Counter[str] = Counter()
+    dog, driver, stats, second = _wedged(live)
+    try:
+        assert dog.check(12.0) == []  # missing now...
+        live["h.test"] = 1  # ...its request took it by the next look
+        assert dog.check(13.0) == []
+        live.clear()
+        assert dog.check(14.0) == []  # a new suspect: two looks again
+        assert stats.values["politeness/watchdog_released"] == 0
+        assert not second.done()
     finally:
         assert driver.loop is not None
         driver.loop.close()
