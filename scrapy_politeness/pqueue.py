@@ -37,10 +37,10 @@ from .queuestate import check_startprios, host_dir, reclaim, rescue, restore
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Self
 
     from scrapy.crawler import Crawler
     from scrapy.pqueues import QueueProtocol
-    from typing_extensions import Self
 
 __all__ = ["PolitenessAwarePriorityQueue", "clock", "wake_engine"]
 
