@@ -8,6 +8,7 @@ within the configured timeout, and is counted.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,6 +147,19 @@ async def test_a_lookup_outlasts_a_lossy_link(farm: Farm) -> None:
     answers = await Deferred.fromFuture(gathered)
     assert sum(farm.dns_dropped().values()) >= 5  # the link did lose queries
     assert answers.count("127.0.0.4") >= 38  # 0.3 ** 3 = 2.7 % may lose a whole lookup
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_silent_nameserver_is_passed_over_for_the_next(farm: Farm) -> None:
+    """The first nameserver never answers: the second is asked after a quarter
+    of the lookup's time, not after all of it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as mute:
+        mute.bind(("127.0.0.1", 0))  # receives, never answers
+        host, port = farm.dns.rsplit(":", 1)
+        cache = _cache(farm, nameservers=(("127.0.0.1", mute.getsockname()[1]),
+                                          (host, int(port))), timeout=1.0)
+        assert await resolve(cache, "ok.farm.test") == "127.0.0.2"  # within the lookup
+        assert cache.stats.failures == 0
 
 
 @pytest.mark.parametrize("name", ["servfail.farm.test", "silent.farm.test"])
