@@ -41,6 +41,10 @@ from .policy import FailureKind, ip_literal
 
 __all__ = ["MAX_QUERIES", "TRANSIENT_TTL", "TRIES", "DnsCache", "DnsStats", "read_hosts_file"]
 
+_Outcome = tuple[str | None, float, "FailureKind | None", bool]
+"""(IP, seconds to cache it, None, False) or (None, seconds, the failure's kind,
+whether it is definite: a negative answer with its zone's SOA)."""
+
 logger = logging.getLogger(__name__)
 
 MAX_QUERIES = 32
@@ -116,6 +120,7 @@ class DnsCache:
         self._hosts = read_hosts_file(hosts_file)
         self._cache: dict[str, tuple[str | None, float]] = {}
         self._failed: dict[str, FailureKind] = {}  # the kind of each cached failure
+        self._definite: set[str] = set()  # those that are the zone's answer (RFC 2308)
         self._pins: dict[str, tuple[str, float]] = {}
         self._inflight: dict[str, asyncio.Task[str | None]] = {}
         self._resolver = self._make_resolver(nameservers, timeout)
@@ -157,8 +162,7 @@ class DnsCache:
 
     def transient(self, hostname: str) -> bool:
         """Whether the failure cached for ``hostname`` may go away when asked again."""
-        kind = self._failed.get(hostname)
-        return kind is not None and kind not in DEFINITE
+        return hostname in self._failed and hostname not in self._definite
 
     def pin(self, hostname: str, ip: str) -> None:
         """Remember that the gate accounted a fetch of ``hostname`` to ``ip``.
@@ -202,32 +206,36 @@ class DnsCache:
         return task
 
     async def _lookup_and_cache(self, hostname: str) -> str | None:
-        ip, ttl, kind = await self._query(hostname)
+        ip, ttl, kind, definite = await self._query(hostname)
         self._cache[hostname] = (ip, self._clock() + ttl)
         if kind is not None:
             self._failed[hostname] = kind
         else:
             self._failed.pop(hostname, None)
+        if definite:
+            self._definite.add(hostname)
+        else:
+            self._definite.discard(hostname)
         return ip
 
-    async def _query(self, hostname: str) -> tuple[str | None, float, FailureKind | None]:
-        """(IP, seconds to cache it, None) or (None, negative TTL, failure kind)."""
+    async def _query(self, hostname: str) -> _Outcome:
+        """See :data:`_Outcome`."""
         static = self._hosts.get(hostname)
         if static is not None:
-            return static, self.max_ttl, None
+            return static, self.max_ttl, None, False
         self.stats.lookups += 1
         if self._turns is None:
             self._turns = asyncio.Semaphore(self._max_queries)
         async with self._turns:
             return await self._ask(hostname)
 
-    async def _ask(self, hostname: str) -> tuple[str | None, float, FailureKind | None]:
+    async def _ask(self, hostname: str) -> _Outcome:
         try:
             if self._resolver is None:
                 ip = await self._getaddrinfo(hostname)
                 if ip is None:
                     raise dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
-                return ip, self.min_ttl, None
+                return ip, self.min_ttl, None, False
             no_answer: Exception = dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
             for rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
                 try:
@@ -241,7 +249,7 @@ class DnsCache:
                 # the least TTL along a CNAME chain: any link may change first
                 least = float(answer.chaining_result.minimum_ttl)
                 ttl = min(max(least, self.min_ttl), self.max_ttl)
-                return rrset[0].to_text(), ttl, None
+                return rrset[0].to_text(), ttl, None, False
             raise no_answer
         except (dns.exception.DNSException, OSError, ValueError) as exc:
             self.stats.failures += 1
@@ -252,7 +260,7 @@ class DnsCache:
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug("DNS lookup of %s failed (%s, cached %.0fs): %r", hostname, kind,
                              ttl, exc)
-            return None, ttl, kind
+            return None, ttl, kind, soa is not None
 
     @staticmethod
     async def _getaddrinfo(hostname: str) -> str | None:
@@ -267,6 +275,7 @@ class DnsCache:
             del self._cache[name]
         for name in stale:
             self._failed.pop(name, None)
+            self._definite.discard(name)
         old = [name for name, (_, at) in self._pins.items() if at <= pin_cutoff]
         for name in old:
             del self._pins[name]
