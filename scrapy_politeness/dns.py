@@ -41,10 +41,6 @@ from .policy import FailureKind, ip_literal
 
 __all__ = ["MAX_QUERIES", "TRANSIENT_TTL", "TRIES", "DnsCache", "DnsStats", "read_hosts_file"]
 
-_Outcome = tuple[str | None, float, "FailureKind | None", bool]
-"""(IP, seconds to cache it, None, False) or (None, seconds, the failure's kind,
-whether it is definite: a negative answer with its zone's SOA)."""
-
 logger = logging.getLogger(__name__)
 
 MAX_QUERIES = 32
@@ -206,36 +202,33 @@ class DnsCache:
         return task
 
     async def _lookup_and_cache(self, hostname: str) -> str | None:
-        ip, ttl, kind, definite = await self._query(hostname)
+        ip, ttl, kind = await self._query(hostname)
         self._cache[hostname] = (ip, self._clock() + ttl)
         if kind is not None:
             self._failed[hostname] = kind
         else:
             self._failed.pop(hostname, None)
-        if definite:
-            self._definite.add(hostname)
-        else:
             self._definite.discard(hostname)
         return ip
 
-    async def _query(self, hostname: str) -> _Outcome:
-        """See :data:`_Outcome`."""
+    async def _query(self, hostname: str) -> tuple[str | None, float, FailureKind | None]:
+        """(IP, seconds to cache it, None) or (None, seconds, the failure's kind)."""
         static = self._hosts.get(hostname)
         if static is not None:
-            return static, self.max_ttl, None, False
+            return static, self.max_ttl, None
         self.stats.lookups += 1
         if self._turns is None:
             self._turns = asyncio.Semaphore(self._max_queries)
         async with self._turns:
             return await self._ask(hostname)
 
-    async def _ask(self, hostname: str) -> _Outcome:
+    async def _ask(self, hostname: str) -> tuple[str | None, float, FailureKind | None]:
         try:
             if self._resolver is None:
                 ip = await self._getaddrinfo(hostname)
                 if ip is None:
                     raise dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
-                return ip, self.min_ttl, None, False
+                return ip, self.min_ttl, None
             no_answer: Exception = dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
             for rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
                 try:
@@ -249,7 +242,7 @@ class DnsCache:
                 # the least TTL along a CNAME chain: any link may change first
                 least = float(answer.chaining_result.minimum_ttl)
                 ttl = min(max(least, self.min_ttl), self.max_ttl)
-                return rrset[0].to_text(), ttl, None, False
+                return rrset[0].to_text(), ttl, None
             raise no_answer
         except (dns.exception.DNSException, OSError, ValueError) as exc:
             self.stats.failures += 1
@@ -260,7 +253,11 @@ class DnsCache:
             if logger.isEnabledFor(logging.DEBUG):
                 logger.debug("DNS lookup of %s failed (%s, cached %.0fs): %r", hostname, kind,
                              ttl, exc)
-            return None, ttl, kind, soa is not None
+            if soa is None:
+                self._definite.discard(hostname)
+            else:  # the zone's answer: a retry does not ask again
+                self._definite.add(hostname)
+            return None, ttl, kind
 
     @staticmethod
     async def _getaddrinfo(hostname: str) -> str | None:
