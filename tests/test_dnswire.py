@@ -166,6 +166,31 @@ async def test_a_port_nobody_listens_on_times_out_as_a_silent_server() -> None:
 
 
 @pytest_twisted.ensureDeferred
+async def test_a_retransmission_is_a_new_query_from_a_new_port() -> None:
+    """The first query is lost: the lookup sends it again with a fresh id from a
+    fresh port, so a spoofer learns nothing from watching the first."""
+    ids: list[int] = []
+
+    def reply(query: dns.message.Message) -> list[tuple[bytes, bool]]:
+        ids.append(query.id)
+        return [] if len(ids) == 1 else [(answer(query, "127.0.0.2"), False)]
+
+    async def run() -> tuple[str | None, list[tuple[str, int]]]:
+        server, port = await serve(reply)
+        try:
+            cache = DnsCache(nameservers=(("127.0.0.1", port),), hosts_file=None, timeout=0.8)
+            return await cache.resolve("a.test"), server.sources
+        finally:
+            server.close()
+
+    ip, sources = await on_loop(run())
+    assert ip == "127.0.0.2"
+    assert len(ids) == len(sources) == 2
+    assert ids[0] != ids[1]
+    assert sources[0][1] != sources[1][1]
+
+
+@pytest_twisted.ensureDeferred
 async def test_a_negative_answer_without_an_soa_is_transient() -> None:
     """RFC 2308 section 5: NXDOMAIN without the zone's SOA is not cached as a
     negative answer: it is believed briefly, and a retried request asks again."""
