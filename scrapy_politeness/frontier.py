@@ -41,8 +41,9 @@ from scrapy_redis.queue import Base
 
 from .booking import BOOKED_META, LEAD
 from .frontier_routes import HostRoutes
-from .handout import gate_of, wake_engine
+from .handout import gate_of
 from .pqueue import clock
+from .scrapy_internals import wake_engine
 from .settings import PolitenessSettings
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ from .policy import Gate, Release
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["GateDriver", "Waiter", "engine_closing"]
+__all__ = ["GateDriver", "Waiter"]
 
 Waiter = asyncio.Future[Release[Any]]
 
@@ -68,6 +68,12 @@ class GateDriver:
         self.waiters[fut] = now
         try:
             return await fut, True
+        except BaseException:
+            # Cancelled after the gate released it (the future holds a result the
+            # task never resumed to take): that release's slot is freed here.
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                self.done(key)
+            raise
         finally:
             del self.waiters[fut]
 
@@ -128,14 +134,3 @@ class GateDriver:
             if not fut.done():
                 self.stats.inc_value("politeness/dropped/closing")
                 fut.set_exception(IgnoreRequest(reason))
-
-
-def engine_closing(crawler: Any) -> bool:
-    """Whether the engine began closing (its waiters must be dropped then).
-
-    Scrapy has no signal for "closing has begun"; the engine slot's private
-    ``closing`` Deferred is set at that moment (and the engine waits for every
-    request in progress, including those waiting in the gate)."""
-    engine = getattr(crawler, "_engine", None)
-    slot = getattr(engine, "_slot", None)
-    return slot is not None and getattr(slot, "closing", None) is not None

@@ -17,36 +17,17 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 
 from .middleware import PolitenessMiddleware
+from .scrapy_internals import downloader_active, wake_engine
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from .gateview import Hint
 
-__all__ = ["MAX_AGE", "SWEEP_EVERY", "HandedOut", "Waker", "gate_of", "handed_out_for",
-           "wake_engine"]
+__all__ = ["MAX_AGE", "SWEEP_EVERY", "HandedOut", "Waker", "gate_of", "handed_out_for"]
 
 SWEEP_EVERY = 0.25  # seconds between checks for handed-out requests that vanished
 MAX_AGE = 600.0  # without an engine to ask, forget a handed-out request after this
-
-
-def wake_engine(crawler: Crawler) -> None:
-    """Ask the engine to pull from the scheduler on its next loop turn.
-
-    Relies on the engine's private ``_slot.nextcall`` (a ``CallLaterOnce``,
-    Scrapy 2.13 to 2.19): the engine pulls requests when a download ends, a
-    request is scheduled, or every 5 s (its heartbeat) while the scheduler has
-    pending requests but returns none. Without this call a request that
-    becomes eligible in between would wait for the heartbeat. Missing
-    attributes (another Scrapy) leave the heartbeat as the fallback.
-    """
-    try:
-        engine = crawler.engine
-    except (AttributeError, RuntimeError):  # the crawl has not started
-        return
-    nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
-    if nextcall is not None:
-        nextcall.schedule()
 
 
 class Waker:
@@ -207,13 +188,8 @@ class HandedOut:
             table.clear()
 
     def _downloader_active(self) -> set[Request] | None:
-        try:
-            engine = self._crawler().engine  # type: ignore[union-attr]
-        except (AttributeError, RuntimeError):  # collected, or the crawl has not started
-            return None
-        downloader = getattr(engine, "downloader", None)
-        active = getattr(downloader, "active", None)
-        return active if isinstance(active, set) else None
+        crawler = self._crawler()
+        return None if crawler is None else downloader_active(crawler)
 
     def sweep(self, now: float, *, force: bool = False) -> None:
         """Forget requests that left without a signal, so no count leaks.

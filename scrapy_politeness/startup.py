@@ -1,11 +1,12 @@
 """What the middleware checks and says once, when the crawl starts.
 
 Misspelt setting names, a second throttle left on, a bad value or a backend
-the crawl cannot use, and the one INFO line that says the plugin is on and with
-which policy. A bad value or a backend failure is logged as one ERROR line
-first (Scrapy then prints its own traceback of the failed start), and raises
-from the middleware's ``from_crawler``, so Scrapy counts the crawl as failed
-to start and ``scrapy crawl`` exits with 1: a cron job or CI notices.
+the crawl cannot use, a Scrapy that renamed a private attribute we read, and
+the one INFO line that says the plugin is on and with which policy. A bad
+value or a backend failure is logged as one ERROR line first (Scrapy then
+prints its own traceback of the failed start), and raises from the
+middleware's ``from_crawler``, so Scrapy counts the crawl as failed to start
+and ``scrapy crawl`` exits with 1: a cron job or CI notices.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from .logstats import plural
+from .scrapy_internals import missing
 from .settings import PolitenessSettings, unknown_names
 
 __all__ = ["BackendNotUsable", "check_asyncio", "check_backend", "start_line",
-           "warn_unknown_settings"]
+           "warn_missing_internals", "warn_unknown_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +81,19 @@ def warn_other_throttles(crawler_settings: Any) -> list[str]:
     for message in messages:
         logger.warning("%s", message)
     return messages
+
+
+def warn_missing_internals(crawler: Any) -> list[str]:
+    """WARN once if this Scrapy renamed a private attribute the plugin reads.
+
+    The plugin still works without them, only slower to notice new work or a
+    close; saying so beats a silent slowdown after an upgrade."""
+    gone = missing(crawler)
+    if gone:
+        logger.warning("scrapy-politeness: this Scrapy has no %s; the crawl works but may "
+                       "idle up to 5 s where it could go on (report it with your Scrapy "
+                       "version)", ", ".join(gone))
+    return gone
 
 
 def check_backend(url: str, timeout: float = 5.0) -> None:
@@ -141,7 +157,7 @@ def start_line(settings: PolitenessSettings, crawler_settings: Any) -> str:
     line = (f"scrapy-politeness on: per host start {_s(c.default)}, floor {_s(c.floor)}, "
             f"ceiling {_s(c.ceiling)}{overrides}; per IP floor {_s(c.ip_floor)}; grouping "
             f"{settings.grouping}; backend {backend}; queue {queue.rpartition('.')[2]}; "
-            f"dead after {settings.dead_after} fetches at the ceiling; {live}")
+            f"dead after {plural(settings.dead_after, 'fetch', 'fetches')} at the ceiling; {live}")
     origins = settings_origins(crawler_settings)
     return f"{line}; {origins}" if origins else line
 
