@@ -1,11 +1,17 @@
-"""The dns-faults benchmark: a broad crawl where ~30% of the names fail DNS.
+"""The DNS benchmarks: names that fail (dns-faults), datagrams lost (dns-loss).
 
-Healthy hosts (two per IP) plus names that answer NXDOMAIN, SERVFAIL or
-nothing at all (the DNS timeout), Scrapy's default retries. Issue 9's
-target: the crawl closes within ``T* x 1.10 + (RETRY_TIMES + 1) x DNS
-timeout + 2 s`` (T*: the healthy hosts' politeness limit), with 0 violations
-on the healthy hosts and every healthy page fetched. Stock Scrapy
+dns-faults: healthy hosts (two per IP) plus names that answer NXDOMAIN,
+SERVFAIL or nothing at all (the DNS timeout), Scrapy's default retries. The
+target: the crawl closes within ``T* x 1.10 + (RETRY_TIMES + 1) x DNS timeout
++ 2 s`` (T*: the healthy hosts' politeness limit), with 0 violations on the
+healthy hosts and every healthy page fetched. Stock Scrapy
 (``DOWNLOAD_DELAY``, its own DNS over the same answers) runs side by side.
+
+dns-loss: the same healthy hosts, every name healthy, the farm's DNS losing
+UDP queries: the first query of 6 of the 16 names (``drop_first``), then 30 %
+of all queries at random (``drop``, seeded). The target: every page fetched,
+no traceback in the crawl's log, closed within ``T* x 1.10 + one DNS
+timeout``, 0 host and 0 IP violations.
 """
 
 from __future__ import annotations
@@ -17,6 +23,9 @@ from scrapy_politeness._sitefarm import Farm
 from .metrics import judge
 from .run import ADDON, STATIC_RESOLVER, progress, run_crawl
 from .scenarios import DOMAIN, Scenario
+
+LOSSES = (("drop-first 6/16", 6, {"mode": "drop_first"}),
+          ("drop 30 %", 16, {"mode": "drop", "fraction": 0.3}))
 
 RETRY_TIMES = 2  # Scrapy's default
 CONFIGS = ("plugin", "delay")
@@ -104,6 +113,68 @@ def run_dns_faults(quick: bool) -> list[str]:
         "start to spider_closed.", "",
         "| config | closed s | bound s | closed/bound | host viol. | IP viol. | healthy URLs 200 "
         "| DNS errors | gave up | backoffs |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        *rows, "",
+    ]
+
+
+def _lossy(quick: bool) -> tuple[Scenario, float]:
+    """(16 healthy hosts, 2 per IP, 16 pages each; the DNS timeout)."""
+    n_ips, pages = (4, 4) if quick else (8, 16)
+    ips = [f"127.0.0.{2 + i}" for i in range(n_ips)]
+    hosts: dict[str, Any] = {f"h{i:02d}.{DOMAIN}": {"ip": ips[i // 2], "pages": pages}
+                             for i in range(2 * n_ips)}
+    urls = [(h, f"/p/{p}") for p in range(pages) for h in hosts]
+    about = f"{len(hosts)} hosts (2 per IP) x {pages} URLs"
+    return Scenario("dns-loss", about, {"ips": ips, "hosts": hosts}, urls, interval=0.5,
+                    ip_floor=0.25), 2.0
+
+
+def run_dns_loss(quick: bool) -> list[str]:
+    healthy, dns_timeout = _lossy(quick)
+    limit, what = healthy.lower_bound()
+    bound = limit * 1.10 + dns_timeout
+    rows = []
+    for label, lossy, fault in LOSSES:
+        names = list(healthy.spec["hosts"])
+        spec = {**healthy.spec, "dns_seed": 1, "hosts": {
+            h: {**raw, "dns": fault} if names.index(h) < lossy else raw
+            for h, raw in healthy.spec["hosts"].items()}}
+        with Farm(spec) as farm:
+            urls = [farm.url(h, p) for h, p in healthy.urls]
+            progress(f"dns-loss: {label} ({len(urls)} URLs, bound {bound:.2f} s)")
+            settings: dict[str, Any] = {
+                "CONCURRENT_REQUESTS": 16, "ADDONS": ADDON,
+                "POLITENESS_DEFAULT": healthy.interval, "POLITENESS_FLOOR": healthy.interval,
+                "POLITENESS_IP_FLOOR": healthy.ip_floor, "POLITENESS_DNS_TIMEOUT": dns_timeout,
+                "POLITENESS_DNS_NAMESERVERS": [farm.dns]}
+            run = run_crawl(urls, settings, timeout=300.0)
+            dropped = sum(farm.dns_dropped().values())
+            asked = sum(farm.dns_queries().values())
+            if not run.ok:
+                progress(f"  FAILED: {run.error[-300:]}")
+                rows.append(f"| {label} | crawl failed | | | | | | | |")
+                continue
+            j = judge(healthy, farm.arrivals())
+        stats = run.result["stats"]
+        wall = float(run.result["crawl_wall"])
+        tracebacks = run.log.count("Traceback")
+        progress(f"  closed after {wall:.2f} s (bound {bound:.2f} s), URLs {j.urls_ok}/{j.urls}, "
+                 f"violations {j.host_viol}/{j.ip_viol}, DNS queries lost {dropped}/{asked}, "
+                 f"tracebacks {tracebacks}")
+        rows.append(
+            f"| {label} | {dropped}/{asked} | {wall:.2f} | {bound:.2f} | {wall / bound:.2f} "
+            f"| {j.urls_ok}/{j.urls} | {j.host_viol} | {j.ip_viol} "
+            f"| {stats.get('retry/count', 0)} | {tracebacks} |")
+    return [
+        "## DNS losing datagrams", "",
+        f"{healthy.about}; every name healthy, the farm's DNS losing UDP queries; DNS timeout "
+        f"{dns_timeout:g} s (a query unanswered for a quarter of it is sent again), target "
+        f"interval {healthy.interval:g} s, IP floor {healthy.ip_floor:g} s. T* = {limit:.2f} s "
+        f"(set by {what}); bound = T* x 1.10 + one DNS timeout = **{bound:.2f} s**. *closed*: "
+        "engine start to spider_closed.", "",
+        "| DNS loss | queries lost/sent | closed s | bound s | closed/bound | URLs 200 "
+        "| host viol. | IP viol. | retries | tracebacks |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         *rows, "",
     ]

@@ -15,8 +15,9 @@ from scrapy import signals
 from scrapy_politeness.gcfreeze import freeze_start_heap
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy.crawler import Crawler
-    from typing_extensions import Self
 
 EXTENSION = "bench.freeze.FreezeAtOpen"
 

@@ -56,7 +56,7 @@ STOCK_PER_IP = {"CONCURRENT_REQUESTS_PER_IP": 1,
                 "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue"}
 # "plugin-additive": the plugin with the reference design's recovery (POLITENESS_RECOVERY);
 # "plugin-bracket": with the bracket search alone (no round-pace prior).
-EXTRA_SECTIONS = ("dns-faults", "overhead", "memory", "redis")
+EXTRA_SECTIONS = ("dns-faults", "dns-loss", "overhead", "memory", "redis")
 MEM_TARGET = 400.0
 EVICT_TARGET = 1.10
 T0 = time.monotonic()
@@ -74,6 +74,7 @@ class CrawlRun:
     result: dict[str, Any]
     cpu: float  # user + sys of the crawl process (os.wait4)
     error: str = ""
+    log: str = ""  # what the crawl logged (stderr)
 
 
 def run_crawl(urls: list[str], settings: dict[str, Any], *, static_hosts: dict[str, str]
@@ -104,7 +105,7 @@ def run_crawl(urls: list[str], settings: dict[str, Any], *, static_hosts: dict[s
         cpu = usage.ru_utime + usage.ru_stime
         if proc.returncode != 0 or not out.exists():
             return CrawlRun(False, {}, cpu, f"exit {proc.returncode}: {log[-2000:]}")
-        return CrawlRun(True, json.loads(out.read_text(encoding="utf-8")), cpu)
+        return CrawlRun(True, json.loads(out.read_text(encoding="utf-8")), cpu, log=log)
 
 
 def config_settings(config: str, scenario: Scenario, farm: Farm) -> dict[str, Any]:
@@ -371,6 +372,10 @@ def main(argv: list[str] | None = None) -> int:
         from .dns_faults import run_dns_faults
 
         out += run_dns_faults(args.quick)
+    if "dns-loss" in args.only:
+        from .dns_faults import run_dns_loss
+
+        out += run_dns_loss(args.quick)
     if "overhead" in args.only:
         from .overhead import run_overhead
 

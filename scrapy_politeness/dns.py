@@ -1,21 +1,24 @@
 """Resolving hosts to the IP the per-IP bucket is keyed on.
 
-dnspython's asyncio resolver keeps the reactor free; answers are cached by
-their TTL (clamped), failures by their negative TTL (RFC 2308: the SOA of the
-authority section, bounded by ``negative_ttl``) with their kind, so a request
-to a failing name can fail at once. Concurrent lookups of one name share a
-single query (single flight) that no one caller can cancel for the others.
-Names in the hosts file (``localhost`` among them) resolve from it, as the
-system would. At most ``MAX_QUERIES`` queries are in flight at once: a broad
-crawl enqueues thousands of new names in its first second, and a burst like
-that overflows a resolver's UDP buffer, so answers are lost and healthy names
-fail as timeouts (Scrapy's own resolver is bounded the same way, by its
-thread pool). A name waiting for its turn is not yet on its timeout.
-
-The common answer (NOERROR, A records, perhaps after a CNAME chain) is read
-straight from the wire (:mod:`.dnsfastpath`) from the first nameserver;
-everything else (a failure, an empty answer, a truncated one, AAAA, another
-nameserver) is dnspython's resolver's to decide, so its semantics stand.
+dnspython's asyncio resolver keeps the reactor free, builds every query and
+parses every answer. It resolves as a stub resolver does: a query unanswered
+for a quarter of the lookup's time (``TRIES``) is sent again, to the next
+nameserver in turn, until the lookup's time is up, so one lost datagram costs
+a retransmission, not the name; a truncated answer is asked again over TCP.
+Answers are cached by their TTL (clamped). A definite negative answer
+(NXDOMAIN, or the name without an address: NODATA) is cached as long as its
+zone's SOA says (RFC 2308), no longer than ``negative_ttl``; anything else
+(a timeout, SERVFAIL, REFUSED, a socket error) is transient: cached at most
+``TRANSIENT_TTL`` so a burst of requests fails once, and a retried request
+asks again (``resolve(..., ask_again=True)``). Each failure is kept with its
+kind, so a request to a failing name can fail at once. Concurrent lookups of
+one name share a single query (single flight) that no one caller can cancel
+for the others. Names in the hosts file (``localhost`` among them) resolve
+from it, as the system would. At most ``MAX_QUERIES`` queries are in flight at
+once: a broad crawl enqueues thousands of new names in its first second, and a
+burst like that overflows a resolver's UDP buffer, so answers are lost and
+healthy names fail as timeouts (Scrapy's own resolver is bounded the same way,
+by its thread pool). A name waiting for its turn is not yet on its timeout.
 """
 
 from __future__ import annotations
@@ -32,17 +35,25 @@ import dns.exception
 import dns.rdatatype
 import dns.resolver
 
-from .dnsfailures import dns_failure_kind, negative_ttl_of
-from .dnsfastpath import ask_a
+from .dnsfailures import DEFINITE, dns_failure_kind, negative_ttl_of
 from .dnswire import UdpNameserver, on_plain_sockets
 from .policy import FailureKind, ip_literal
 
-__all__ = ["MAX_QUERIES", "DnsCache", "DnsStats", "read_hosts_file"]
+__all__ = ["MAX_QUERIES", "TRANSIENT_TTL", "TRIES", "DnsCache", "DnsStats", "read_hosts_file"]
 
 logger = logging.getLogger(__name__)
 
 MAX_QUERIES = 32
 """DNS queries in flight at once, per crawler."""
+
+TRIES = 4
+"""A lookup's time is split in this many tries: each query unanswered for
+``timeout / TRIES`` seconds is sent again (dnspython adds its short back-off
+between rounds of nameservers), so a lost datagram costs a quarter of it."""
+
+TRANSIENT_TTL = 3.0
+"""Seconds a transient failure (timeout, SERVFAIL, socket error) is believed:
+the requests of the moment fail once, a retried request asks again."""
 
 
 @dataclass(slots=True)
@@ -96,7 +107,6 @@ class DnsCache:
         hosts_file: str | None = "/etc/hosts",
         clock: Callable[[], float] = time.monotonic,
         max_queries: int = MAX_QUERIES,
-        wire_answers: bool = True,
     ) -> None:
         self.min_ttl = min_ttl
         self.max_ttl = max_ttl
@@ -106,12 +116,10 @@ class DnsCache:
         self._hosts = read_hosts_file(hosts_file)
         self._cache: dict[str, tuple[str | None, float]] = {}
         self._failed: dict[str, FailureKind] = {}  # the kind of each cached failure
+        self._definite: set[str] = set()  # those that are the zone's answer (RFC 2308)
         self._pins: dict[str, tuple[str, float]] = {}
         self._inflight: dict[str, asyncio.Task[str | None]] = {}
         self._resolver = self._make_resolver(nameservers, timeout)
-        self._timeout = timeout
-        # Where the common answer is read from the wire; None: the resolver alone.
-        self._direct = _direct_nameserver(self._resolver) if wire_answers else None
         self._max_queries = max_queries
         self._turns: asyncio.Semaphore | None = None  # made on the loop that first queries
 
@@ -129,7 +137,7 @@ class DnsCache:
                 return None
             resolver.nameservers = on_plain_sockets(resolver)
         resolver.lifetime = timeout
-        resolver.timeout = timeout
+        resolver.timeout = timeout / TRIES
         resolver.cache = None  # our cache is the only one, so TTL policy is ours
         return resolver
 
@@ -148,6 +156,10 @@ class DnsCache:
         """Why ``hostname`` last failed to resolve (``DNS_ERROR`` when unknown)."""
         return self._failed.get(hostname, FailureKind.DNS_ERROR)
 
+    def transient(self, hostname: str) -> bool:
+        """Whether the failure cached for ``hostname`` may go away when asked again."""
+        return hostname in self._failed and hostname not in self._definite
+
     def pin(self, hostname: str, ip: str) -> None:
         """Remember that the gate accounted a fetch of ``hostname`` to ``ip``.
 
@@ -161,13 +173,18 @@ class DnsCache:
         entry = self._pins.get(hostname)
         return entry[0] if entry is not None else None
 
-    async def resolve(self, hostname: str) -> str | None:
-        """The IP of ``hostname``, or None when it cannot be resolved."""
+    async def resolve(self, hostname: str, *, ask_again: bool = False) -> str | None:
+        """The IP of ``hostname``, or None when it cannot be resolved.
+
+        ``ask_again``: a transient failure in the cache is asked again (a
+        retried request); a definite one still stands.
+        """
         literal = ip_literal(hostname)
         if literal is not None:
             return literal
         cached = self.lookup(hostname)
-        if cached is not self.MISS:
+        if cached is not self.MISS and not (cached is None and ask_again
+                                            and self.transient(hostname)):
             return cached  # type: ignore[return-value]
         return await asyncio.shield(self.flight(hostname))
 
@@ -191,10 +208,11 @@ class DnsCache:
             self._failed[hostname] = kind
         else:
             self._failed.pop(hostname, None)
+            self._definite.discard(hostname)
         return ip
 
     async def _query(self, hostname: str) -> tuple[str | None, float, FailureKind | None]:
-        """(IP, seconds to cache it, None) or (None, negative TTL, failure kind)."""
+        """(IP, seconds to cache it, None) or (None, seconds, the failure's kind)."""
         static = self._hosts.get(hostname)
         if static is not None:
             return static, self.max_ttl, None
@@ -211,10 +229,6 @@ class DnsCache:
                 if ip is None:
                     raise dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
                 return ip, self.min_ttl, None
-            if self._direct is not None:
-                ip, ttl = await self._ask_directly(hostname, self._direct)
-                if ip:
-                    return ip, min(max(ttl, self.min_ttl), self.max_ttl), None
             no_answer: Exception = dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
             for rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
                 try:
@@ -233,28 +247,17 @@ class DnsCache:
         except (dns.exception.DNSException, OSError, ValueError) as exc:
             self.stats.failures += 1
             kind = dns_failure_kind(exc)
-            ttl = self.negative_ttl
-            soa = negative_ttl_of(exc)
-            if soa is not None:
-                ttl = min(soa, self.negative_ttl)
-            logger.debug("DNS lookup of %s failed (%s, cached %.0fs): %r", hostname, kind, ttl,
-                         exc)
+            soa = negative_ttl_of(exc) if kind in DEFINITE else None
+            # RFC 2308 5: a negative answer without an SOA is not cached as one
+            ttl = min(TRANSIENT_TTL if soa is None else soa, self.negative_ttl)
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug("DNS lookup of %s failed (%s, cached %.0fs): %r", hostname, kind,
+                             ttl, exc)
+            if soa is None:
+                self._definite.discard(hostname)
+            else:  # the zone's answer: a retry does not ask again
+                self._definite.add(hostname)
             return None, ttl, kind
-
-    async def _ask_directly(self, hostname: str, where: tuple[str, int]) -> tuple[str, float]:
-        """(IP, TTL) read from the wire; ("", -1) leaves the name to the resolver.
-
-        A timeout is the resolver's too (its lifetime is one timeout), so it
-        stands; a socket error may not be (the resolver tries the next
-        nameserver), so it does not.
-        """
-        try:
-            return await ask_a(hostname, where[0], where[1], self._timeout)
-        except NotImplementedError:  # a loop without add_reader: the resolver from now on
-            self._direct = None
-        except OSError:
-            pass
-        return "", -1.0
 
     @staticmethod
     async def _getaddrinfo(hostname: str) -> str | None:
@@ -269,6 +272,7 @@ class DnsCache:
             del self._cache[name]
         for name in stale:
             self._failed.pop(name, None)
+            self._definite.discard(name)
         old = [name for name, (_, at) in self._pins.items() if at <= pin_cutoff]
         for name in old:
             del self._pins[name]
@@ -277,13 +281,3 @@ class DnsCache:
         if len(old) > len(self._pins):
             self._pins = dict(self._pins)
         return len(stale) + len(old)
-
-
-def _direct_nameserver(resolver: dns.asyncresolver.Resolver | None) -> tuple[str, int] | None:
-    """The plain UDP nameserver the resolver asks first, if it asks one first."""
-    if resolver is None or resolver.rotate or not resolver.nameservers:
-        return None
-    first = resolver.nameservers[0]
-    if isinstance(first, UdpNameserver):
-        return first.address, first.port
-    return None

@@ -1,8 +1,9 @@
 """What a failed lookup was, and how long its answer may be believed.
 
 dnspython raises one exception per kind of failure; the crawl counts and
-caches them by kind (``politeness/dns/<kind>``), and a negative answer is
-cached as long as its zone says (RFC 2308), no longer than the setting.
+caches them by kind (``politeness/dns/<kind>``). A negative answer (NXDOMAIN,
+NODATA) is cached as long as its zone says (RFC 2308), no longer than the
+setting; the other kinds are transient.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ import dns.resolver
 
 from .policy import FailureKind
 
-__all__ = ["dns_failure_kind", "negative_ttl_of"]
+__all__ = ["DEFINITE", "dns_failure_kind", "negative_ttl_of"]
+
+DEFINITE = frozenset((FailureKind.DNS_NXDOMAIN, FailureKind.DNS_NO_ANSWER))
+"""Failures that are the zone's answer (RFC 2308's negative answers); every
+other kind (a timeout, SERVFAIL, a socket error) may go away when asked again."""
 
 
 def dns_failure_kind(exc: BaseException) -> FailureKind:

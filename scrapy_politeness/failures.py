@@ -8,6 +8,7 @@ no server, so it never backs a host off.
 
 from __future__ import annotations
 
+import logging
 from functools import cache
 from typing import Any
 
@@ -16,7 +17,8 @@ from twisted.internet.error import DNSLookupError
 
 from .policy import FailureKind
 
-__all__ = ["EXCEPTION_KINDS", "NameNotResolvedError", "classify_exception"]
+__all__ = ["EXCEPTION_KINDS", "NameNotResolvedError", "classify_exception",
+           "log_dns_errors_on_one_line"]
 
 try:  # Scrapy 2.19 wraps Twisted's DNS error into its own type
     from scrapy.exceptions import CannotResolveHostError as _ScrapyDnsError
@@ -95,3 +97,33 @@ class NameNotResolvedError(_ScrapyDnsError, DNSLookupError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self.__class__, (self.hostname, self.kind)
+
+
+class _OneLine(logging.Filter):
+    """Drops the traceback of a :class:`NameNotResolvedError` from a log record.
+
+    Scrapy 2.19 logs every download error with its traceback (``Error
+    downloading <GET ...>`` and some 40 lines); for a name that does not
+    resolve the frames say nothing: the one line and the error's message do.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, NameNotResolvedError):
+            line, reason = record.getMessage(), str(exc)
+            record.msg = line if reason in line else f"{line}: {reason}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+_ONE_LINE = _OneLine()
+_LOGGERS = ("scrapy.core.scraper", "scrapy.downloadermiddlewares.robotstxt")
+
+
+def log_dns_errors_on_one_line() -> None:
+    """Where Scrapy logs a failed download (a request, its robots.txt), log
+    our DNS error on one line. Idempotent: one filter object per logger."""
+    for name in _LOGGERS:
+        logging.getLogger(name).addFilter(_ONE_LINE)

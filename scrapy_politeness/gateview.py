@@ -138,15 +138,18 @@ class GateView:
             self.dns.pin(hostname, ip)
 
     async def address(self, hostname: str, key: str, loop: asyncio.AbstractEventLoop,
-                      check: Callable[[str, float], None]) -> str:
+                      check: Callable[[str, float], None], *, ask_again: bool = False) -> str:
         """The IP the request will be accounted to; a name that does not resolve
         (fresh or from the negative cache) fails here, before the gate. ``check``
         raises for a host that must not wait (dead, parked, closing), also
-        after the lookup: it may have died meanwhile."""
+        after the lookup: it may have died meanwhile. ``ask_again`` (a retried
+        request): a transient failure in the cache is asked again."""
         check(key, loop.time())
         ip = self.dns.lookup(hostname)
+        if ip is None and ask_again and self.dns.transient(hostname):
+            ip = DnsCache.MISS
         if ip is DnsCache.MISS:
-            ip = await self.dns.resolve(hostname)
+            ip = await self.dns.resolve(hostname, ask_again=ask_again)
             if ip is None:
                 raise self.not_resolved(hostname, cached=False)
             check(key, loop.time())

@@ -31,6 +31,7 @@ from .backends import make_backend
 from .booking import booked_start, go_as_booked
 from .dns import DnsCache
 from .drops import Drops
+from .failures import log_dns_errors_on_one_line
 from .gatedriver import GateDriver, Waiter
 from .gateview import NETWORK_SCHEMES, GateView, Hint
 from .gcfreeze import freeze_start_heap
@@ -55,11 +56,11 @@ from .watchdog import Watchdog
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Self
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-    from typing_extensions import Self
 
     from .pinning import Pin
 
@@ -87,6 +88,7 @@ class PolitenessMiddleware:
         self.gate: Gate[Waiter] = Gate(
             self.hosts, self.ips, margin=settings.send_margin,
             max_in_flight=crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
+        log_dns_errors_on_one_line()
         self.dns = DnsCache(
             nameservers=settings.dns_nameservers, timeout=settings.dns_timeout,
             min_ttl=settings.dns_min_ttl, max_ttl=settings.dns_max_ttl,
@@ -177,7 +179,8 @@ class PolitenessMiddleware:
         loop = self.driver.loop
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
-        ip = await self.view.address(hostname, key, loop, self.drops.check)
+        ip = await self.view.address(hostname, key, loop, self.drops.check,
+                                     ask_again="retry_times" in request.meta)
         submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
         booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop

@@ -38,10 +38,10 @@ from .scrapy_internals import wake_engine
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from typing import Self
 
     from scrapy.crawler import Crawler
     from scrapy.pqueues import QueueProtocol
-    from typing_extensions import Self
 
 __all__ = ["PolitenessAwarePriorityQueue", "clock"]
 

@@ -14,9 +14,10 @@ import asyncio
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy import Request
     from scrapy.crawler import Crawler
-    from typing_extensions import Self
 
 
 class LateSend:

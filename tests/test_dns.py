@@ -8,6 +8,7 @@ within the configured timeout, and is counted.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +47,10 @@ SPEC: dict[str, Any] = {
                              "ttl": 0},
         **{f"mute{i}.farm.test": {"ip": "127.0.0.2", "dns": {"mode": "timeout"}}
            for i in range(24)},
+        **{f"lossy{i}.farm.test": {"ip": "127.0.0.3", "dns": {"mode": "drop_first"}}
+           for i in range(8)},
+        **{f"flaky{i}.farm.test": {"ip": "127.0.0.4", "dns": {"mode": "drop", "fraction": 0.3}}
+           for i in range(40)},
     },
 }
 
@@ -117,6 +122,76 @@ async def test_failures_give_none_and_are_cached_briefly(farm: Farm, name: str) 
     assert cache.lookup(name) is None  # a cached failure, not a miss
     clock.now += 31
     assert cache.lookup(name) is DnsCache.MISS
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_lost_first_query_is_sent_again_within_the_lookup(farm: Farm) -> None:
+    farm.reset()
+    cache = _cache(farm, timeout=1.0)
+    names = [f"lossy{i}.farm.test" for i in range(8)]
+    gathered = asyncio.gather(*(cache.resolve(name) for name in names))
+    assert await Deferred.fromFuture(gathered) == ["127.0.0.3"] * 8
+    assert cache.stats.failures == 0
+    assert farm.dns_dropped() == dict.fromkeys(names, 1)  # each name lost one query
+    assert farm.dns_queries() == dict.fromkeys(names, 2)  # and sent it again once
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_lookup_outlasts_a_lossy_link(farm: Farm) -> None:
+    """30 % of datagrams lost at random: every name still resolves, most on the
+    first lookup (4 tries of a quarter of the time each)."""
+    farm.reset()
+    cache = _cache(farm, timeout=0.8)
+    names = [f"flaky{i}.farm.test" for i in range(40)]
+    gathered = asyncio.gather(*(cache.resolve(name) for name in names))
+    answers = await Deferred.fromFuture(gathered)
+    assert sum(farm.dns_dropped().values()) >= 5  # the link did lose queries
+    assert answers.count("127.0.0.4") >= 38  # 0.3 ** 3 = 2.7 % may lose a whole lookup
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_silent_nameserver_is_passed_over_for_the_next(farm: Farm) -> None:
+    """The first nameserver never answers: the second is asked after a quarter
+    of the lookup's time, not after all of it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as mute:
+        mute.bind(("127.0.0.1", 0))  # receives, never answers
+        host, port = farm.dns.rsplit(":", 1)
+        cache = _cache(farm, nameservers=(("127.0.0.1", mute.getsockname()[1]),
+                                          (host, int(port))), timeout=1.0)
+        assert await resolve(cache, "ok.farm.test") == "127.0.0.2"  # within the lookup
+        assert cache.stats.failures == 0
+
+
+@pytest.mark.parametrize("name", ["servfail.farm.test", "silent.farm.test"])
+@pytest_twisted.ensureDeferred
+async def test_a_transient_failure_is_brief_and_a_retry_asks_again(farm: Farm,
+                                                                   name: str) -> None:
+    clock = Clock()
+    cache = _cache(farm, clock, timeout=0.3, negative_ttl=30.0)
+    assert await resolve(cache, name) is None
+    assert cache.transient(name)
+    assert cache.lookup(name) is None  # the requests of the moment fail once...
+    farm.reset()
+    result = await Deferred.fromFuture(asyncio.ensure_future(
+        cache.resolve(name, ask_again=True)))  # ...a retried one asks again
+    assert result is None
+    assert farm.dns_queries().get(name, 0) >= 1
+    clock.now += 3.1  # and a few seconds later nobody believes it any more
+    assert cache.lookup(name) is DnsCache.MISS
+
+
+@pytest.mark.parametrize("name", ["gone.farm.test", "empty.farm.test"])
+@pytest_twisted.ensureDeferred
+async def test_a_retry_does_not_ask_again_after_a_definite_answer(farm: Farm,
+                                                                  name: str) -> None:
+    cache = _cache(farm)
+    assert await resolve(cache, name) is None
+    assert not cache.transient(name)
+    farm.reset()
+    result = await Deferred.fromFuture(asyncio.ensure_future(
+        cache.resolve(name, ask_again=True)))
+    assert result is None
+    assert farm.dns_queries() == {}
 
 
 @pytest_twisted.ensureDeferred

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import dns.exception
 import dns.message
 import dns.name
+import dns.rcode
 import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
@@ -162,6 +163,58 @@ async def test_a_port_nobody_listens_on_times_out_as_a_silent_server() -> None:
         return loop.time() - start
 
     assert 0.25 <= await on_loop(run()) < 1.0
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_retransmission_is_a_new_query_from_a_new_port() -> None:
+    """The first query is lost: the lookup sends it again with a fresh id from a
+    fresh port, so a spoofer learns nothing from watching the first."""
+    ids: list[int] = []
+
+    def reply(query: dns.message.Message) -> list[tuple[bytes, bool]]:
+        ids.append(query.id)
+        return [] if len(ids) == 1 else [(answer(query, "127.0.0.2"), False)]
+
+    async def run() -> tuple[str | None, list[tuple[str, int]]]:
+        server, port = await serve(reply)
+        try:
+            cache = DnsCache(nameservers=(("127.0.0.1", port),), hosts_file=None, timeout=0.8)
+            return await cache.resolve("a.test"), server.sources
+        finally:
+            server.close()
+
+    ip, sources = await on_loop(run())
+    assert ip == "127.0.0.2"
+    assert len(ids) == len(sources) == 2
+    assert ids[0] != ids[1]
+    assert sources[0][1] != sources[1][1]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_negative_answer_without_an_soa_is_transient() -> None:
+    """RFC 2308 section 5: NXDOMAIN without the zone's SOA is not cached as a
+    negative answer: it is believed briefly, and a retried request asks again."""
+    def reply(query: dns.message.Message) -> list[tuple[bytes, bool]]:
+        response = dns.message.make_response(query)
+        response.set_rcode(dns.rcode.NXDOMAIN)  # no authority section
+        return [(response.to_wire(), False)]
+
+    async def run() -> tuple[str | None, bool, int]:
+        server, port = await serve(reply)
+        try:
+            cache = DnsCache(nameservers=(("127.0.0.1", port),), hosts_file=None,
+                             negative_ttl=30.0)
+            ip = await cache.resolve("gone.test")
+            asked = len(server.sources)
+            await cache.resolve("gone.test", ask_again=True)
+            return ip, cache.transient("gone.test"), len(server.sources) - asked
+        finally:
+            server.close()
+
+    ip, transient, asked_again = await on_loop(run())
+    assert ip is None
+    assert transient
+    assert asked_again == 1
 
 
 @pytest.fixture(scope="module")

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 
 from scrapy_politeness.settings import DEFAULTS
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from pathlib import Path
-
 import tomllib
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
@@ -56,3 +55,36 @@ def test_licence_file_and_extras() -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     # `make test` runs ruff and mypy too, and every optional feature's tests
     assert ".[test,dev,redis,scrapy-redis,plot]" in makefile
+
+
+# Standard-library names new in Python 3.11 (what a 3.10 interpreter fails to import).
+NEW_IN_311 = {("enum", "StrEnum"), ("datetime", "UTC"), ("typing", "Self"),
+              ("asyncio", "TaskGroup"), ("asyncio", "timeout")}
+
+
+def _uses_311() -> list[str]:
+    found = []
+    for path in (ROOT / "scrapy_politeness").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found += [f"{path.name}: {node.module}.{a.name}" for a in node.names
+                          if (node.module, a.name) in NEW_IN_311]
+            elif isinstance(node, ast.Import):
+                found += [f"{path.name}: {a.name}" for a in node.names if a.name == "tomllib"]
+    return found
+
+
+def test_the_python_versions_declared_are_the_ones_the_code_runs_on() -> None:
+    """pip must refuse an interpreter the code cannot import on; docs and linters agree."""
+    project = PYPROJECT["project"]
+    minimum = re.fullmatch(r">=\s*3\.(\d+)", project["requires-python"])
+    assert minimum is not None, project["requires-python"]
+    minor = int(minimum.group(1))
+    assert minor >= 11 or not _uses_311(), f"3.11 needed by {_uses_311()}"
+    assert PYPROJECT["tool"]["ruff"]["target-version"] == f"py3{minor}"
+    assert f"Programming Language :: Python :: 3.{minor}" in project["classifiers"]
+    started = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    assert f"Requires Python >= 3.{minor}," in started
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"Python 3.{minor} or later" in readme
+    assert all(v not in readme + started for v in ("3.10", "3.9"))

@@ -73,6 +73,9 @@ SPEC: dict[str, Any] = {
         "alias.farm.test": {"ip": IP_A, "dns": {"mode": "cname", "target": "b.farm.test"}},
         "rr.farm.test": {"ip": IP_A, "dns": {"mode": "rotate", "ips": [IP_A, IP_B]}},
         "only6.farm.test": {"ip": IP_A, "dns": {"mode": "v6only"}},
+        "lossy.farm.test": {"ip": IP_A, "dns": {"mode": "drop_first"}},
+        **{f"drop{i}.farm.test": {"ip": IP_B, "dns": {"mode": "drop", "fraction": 0.3}}
+           for i in range(10)},
     },
 }
 
@@ -359,6 +362,44 @@ def test_dns_rotate(farm: Farm) -> None:
 def test_dns_v6only(farm: Farm) -> None:
     assert dns_udp(farm, "only6.farm.test", "A").answer == []
     assert addresses(dns_udp(farm, "only6.farm.test", "AAAA")) == ["::1"]
+
+
+def test_dns_drop_first_loses_the_first_udp_query_of_a_name_only(farm: Farm) -> None:
+    with pytest.raises(dns.exception.Timeout):
+        dns_udp(farm, "lossy.farm.test", timeout=0.3)
+    assert addresses(dns_udp(farm, "lossy.farm.test")) == [IP_A]  # the retransmission
+    assert addresses(dns_udp(farm, "lossy.farm.test")) == [IP_A]
+    assert farm.dns_dropped() == {"lossy.farm.test": 1}
+    farm.reset()  # a new run loses the first query again
+    assert addresses(dns_tcp(farm, "lossy.farm.test")) == [IP_A]  # TCP loses nothing
+    with pytest.raises(dns.exception.Timeout):
+        dns_udp(farm, "lossy.farm.test", timeout=0.3)
+
+
+def _lost_queries(farm: Farm) -> dict[str, list[int]]:
+    """Which of the first 10 queries of each drop name were lost."""
+    lost: dict[str, list[int]] = {}
+    for i in range(10):
+        for n in range(10):
+            try:
+                dns_udp(farm, f"drop{i}.farm.test", timeout=0.05)
+            except dns.exception.Timeout:
+                lost.setdefault(f"drop{i}.farm.test", []).append(n)
+    return lost
+
+
+def test_dns_drop_loses_the_seeded_fraction_the_same_in_every_run(farm: Farm) -> None:
+    first = _lost_queries(farm)
+    assert farm.dns_dropped() == {name: len(ns) for name, ns in first.items()}
+    assert 15 <= sum(map(len, first.values())) <= 45  # 30 % of 100, give or take
+    farm.reset()
+    assert _lost_queries(farm) == first
+
+
+def test_dns_drop_fraction_is_checked() -> None:
+    with pytest.raises(SpecError, match="fraction"):
+        parse_spec({"ips": [IP_A], "hosts": {
+            "x.farm.test": {"ip": IP_A, "dns": {"mode": "drop", "fraction": 1.5}}}})
 
 
 # --- spec and lifecycle ---------------------------------------------------

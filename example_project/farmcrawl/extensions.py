@@ -13,9 +13,10 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy import Spider
     from scrapy.crawler import Crawler
-    from typing_extensions import Self
 
 
 class StatsToJson:

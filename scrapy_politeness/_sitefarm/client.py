@@ -165,6 +165,10 @@ class Farm:
         """Number of DNS queries per (lower-case, dotless) name."""
         return {str(k): int(v) for k, v in self._call("GET", "/dns_queries").items()}
 
+    def dns_dropped(self) -> dict[str, int]:
+        """Number of UDP queries per name left unanswered on purpose (drop modes)."""
+        return {str(k): int(v) for k, v in self._call("GET", "/dns_dropped").items()}
+
     def reset(self) -> None:
         """Clear arrivals, DNS counts, rate-limit / script / rotation state."""
         self._call("POST", "/reset")

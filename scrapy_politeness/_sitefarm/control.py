@@ -20,7 +20,7 @@ def _json(status: int, payload: Any) -> Response:
 
 
 class ControlHandler:
-    """GET /arrivals, GET /dns_queries, POST /reset (GET /health for liveness)."""
+    """GET /arrivals, GET /dns_queries, GET /dns_dropped, POST /reset (GET /health for liveness)."""
 
     def __init__(self, state: FarmState) -> None:
         self._state = state
@@ -36,6 +36,8 @@ class ControlHandler:
             return _json(200, [a.to_dict() for a in self._state.sorted_arrivals()])
         if route == ("GET", "/dns_queries"):
             return _json(200, dict(self._state.dns_queries))
+        if route == ("GET", "/dns_dropped"):
+            return _json(200, dict(self._state.dns_dropped))
         if route == ("POST", "/reset"):
             self._state.reset()
             return _json(200, {"ok": True})

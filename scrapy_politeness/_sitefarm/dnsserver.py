@@ -5,7 +5,10 @@ Lets the crawler resolve *.farm.test to per-host loopback IPs without touching
 servfail, nxdomain, timeout (no answer), truncate (TC over UDP, normal over
 TCP), cname (CNAME + target's records), rotate (successive A answers cycle
 through "ips"), v6only (no A, AAAA ::1), nodata (the name exists with no
-address at all). Unknown names get NXDOMAIN. NXDOMAIN
+address at all), drop_first (the first UDP query of the name is lost, later ones
+answered), drop (a "fraction" of its UDP queries lost at random: the n-th query
+of a name is lost or not by the spec's "dns_seed", the same in every run).
+Unknown names get NXDOMAIN. NXDOMAIN
 and empty answers carry the zone's SOA in the authority section, as a real
 server does (RFC 2308): its MINIMUM (the spec's "dns_negative_ttl") is how
 long a resolver may cache the negative answer.
@@ -14,6 +17,7 @@ long a resolver may cache the negative answer.
 from __future__ import annotations
 
 import asyncio
+import random
 import struct
 from typing import cast
 
@@ -63,7 +67,7 @@ class DnsResolver:
         if question.rdclass != dns.rdataclass.IN:
             return resp
         mode = host.dns.mode if host.dns else None
-        if mode == "timeout":
+        if mode == "timeout" or (not over_tcp and self._lost(host)):
             return None
         if mode == "servfail":
             resp.set_rcode(dns.rcode.SERVFAIL)
@@ -86,6 +90,22 @@ class DnsResolver:
             if not resp.answer:  # NODATA: the name exists, not this type
                 resp.authority.append(self._soa())
         return resp
+
+    def _lost(self, host: HostSpec) -> bool:
+        """Whether this UDP query of ``host`` is lost (drop modes; counted)."""
+        fault = host.dns
+        if fault is None or fault.mode not in ("drop_first", "drop"):
+            return False
+        nth = self._state.dns_udp_seen[host.name]
+        self._state.dns_udp_seen[host.name] = nth + 1
+        if fault.mode == "drop_first":
+            lost = nth == 0
+        else:  # seeded per (name, n): independent of the order names are asked in
+            lost = random.Random(f"{self._state.spec.dns_seed}:{host.name}:{nth}").random() \
+                < fault.fraction
+        if lost:
+            self._state.dns_dropped[host.name] += 1
+        return lost
 
     def _soa(self) -> dns.rrset.RRset:
         minimum = self._state.spec.dns_negative_ttl

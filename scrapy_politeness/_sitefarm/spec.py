@@ -13,7 +13,7 @@ from typing import Any
 KINDS = ("normal", "slow", "rate_limited", "always_503")
 RETRY_AFTER_FORMS = ("seconds", "date")
 DNS_MODES = ("servfail", "nxdomain", "timeout", "truncate", "cname", "rotate", "v6only",
-             "nodata")
+             "nodata", "drop_first", "drop")
 
 
 class SpecError(ValueError):
@@ -27,6 +27,7 @@ class DnsFault:
     mode: str
     target: str | None = None
     ips: tuple[str, ...] = ()
+    fraction: float = 0.0  # "drop": the share of UDP queries lost
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class FarmSpec:
     hosts: dict[str, HostSpec]
     dns_negative_ttl: int = 60  # the SOA's TTL and MINIMUM: how long NXDOMAIN may be cached
     dns_port: int = 0  # 0: any free port; a fixed one keeps a written spider valid
+    dns_seed: int = 0  # "drop" mode: which queries are lost, the same in every run
 
     def host(self, name: str) -> HostSpec | None:
         """Look up a host by any spelling (case, trailing dot)."""
@@ -125,7 +127,10 @@ def _parse_dns(raw: Any, what: str) -> DnsFault | None:
         if not isinstance(raw_ips, list) or not raw_ips:
             raise SpecError(f"{what}: rotate mode needs a non-empty 'ips' list")
         ips = tuple(_loopback(str(ip), what) for ip in raw_ips)
-    return DnsFault(mode=mode, target=target, ips=ips)
+    fraction = _number(raw, "fraction", 0.5, what) if mode == "drop" else 0.0
+    if fraction > 1:
+        raise SpecError(f"{what}: dns fraction must be at most 1, got {fraction!r}")
+    return DnsFault(mode=mode, target=target, ips=ips, fraction=fraction)
 
 
 def _parse_host(name: str, raw: Any, farm_ips: tuple[str, ...]) -> HostSpec:
@@ -202,4 +207,5 @@ def parse_spec(raw: dict[str, Any]) -> FarmSpec:
             raise SpecError(f"spec: duplicate host {name!r}")
         hosts[name] = _parse_host(name, raw_host, ips)
     return FarmSpec(ips=ips, port=port, dns_ttl=_int(raw, "dns_ttl", 300, "spec"), hosts=hosts,
-                    dns_negative_ttl=_int(raw, "dns_negative_ttl", 60, "spec"), dns_port=dns_port)
+                    dns_negative_ttl=_int(raw, "dns_negative_ttl", 60, "spec"), dns_port=dns_port,
+                    dns_seed=_int(raw, "dns_seed", 0, "spec"))

@@ -21,6 +21,9 @@ class FarmState:
     spec: FarmSpec
     arrivals: list[Arrival] = field(default_factory=list)
     dns_queries: Counter[str] = field(default_factory=Counter)
+    # name -> UDP queries received / left unanswered on purpose ("drop_first", "drop")
+    dns_udp_seen: Counter[str] = field(default_factory=Counter)
+    dns_dropped: Counter[str] = field(default_factory=Counter)
     # host -> its token bucket (rate_limited hosts)
     buckets: dict[str, TokenBucket] = field(default_factory=dict)
     # host -> how many status_script entries were consumed
@@ -34,9 +37,11 @@ class FarmState:
         return next(self._conn_ids)
 
     def reset(self) -> None:
-        """Forget arrivals, DNS counts, rate-limit, status-script and rotation state."""
+        """Forget arrivals, DNS counts and drops, rate-limit, status-script and rotation state."""
         self.arrivals.clear()
         self.dns_queries.clear()
+        self.dns_udp_seen.clear()
+        self.dns_dropped.clear()
         self.buckets.clear()
         self.script_pos.clear()
         self.rotate_pos.clear()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
-from datetime import timezone
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -28,7 +28,7 @@ def _http_date(text: str) -> float | None:
     if when is None:
         return None
     if when.tzinfo is None:  # asctime form or "-0000": an HTTP-date is always GMT
-        when = when.replace(tzinfo=timezone.utc)
+        when = when.replace(tzinfo=UTC)
     try:
         stamp = when.timestamp()
     except (OverflowError, ValueError, OSError):
