@@ -130,20 +130,30 @@ class GateView:
             self.dns.pin(hostname, ip)
 
     async def address(self, hostname: str, key: str, loop: asyncio.AbstractEventLoop,
-                      check: Callable[[str, float], None]) -> str:
+                      check: Callable[[str, float], None],
+                      proxied: bool = False) -> str | None:
         """The IP the request will be accounted to; a name that does not resolve
         (fresh or from the negative cache) fails here, before the gate. ``check``
         raises for a host that must not wait (dead, parked, closing), also
-        after the lookup: it may have died meanwhile."""
+        after the lookup: it may have died meanwhile.
+
+        A ``proxied`` request never fails here: the proxy resolves its target,
+        so a name that does not resolve locally is spaced by its host alone
+        (None: no IP bucket)."""
         check(key, loop.time())
         ip = self.dns.lookup(hostname)
         if ip is DnsCache.MISS:
             ip = await self.dns.resolve(hostname)
-            if ip is None:
+            if ip is None and not proxied:
                 raise self.not_resolved(hostname, cached=False)
             check(key, loop.time())
+            if ip is None:
+                self.stats.inc_value(STATS + "proxy/host_only")
+                return None
         elif ip is None:  # the negative cache: fail at once, never wait in the gate
-            raise self.not_resolved(hostname, cached=True)
+            if not proxied:
+                raise self.not_resolved(hostname, cached=True)
+            self.stats.inc_value(STATS + "proxy/host_only")
         return ip  # type: ignore[return-value]
 
     def not_resolved(self, hostname: str, *, cached: bool) -> NameNotResolvedError:

@@ -39,13 +39,8 @@ from .grouping import HostKeys
 from .jobstate import JobState
 from .observer import STATS, Observer
 from .outcomes import Outcomes
-from .policy import (
-    Gate,
-    HostTable,
-    IPTable,
-    reached_server,
-    retry_after_seen,
-)
+from .policy import Gate, HostTable, IPTable, reached_server, retry_after_seen
+from .proxies import ProxyFailures, is_proxied
 from .robots import CrawlDelays
 from .robotsfetch import RobotsPrefetch
 from .settings import PolitenessSettings
@@ -98,6 +93,7 @@ class PolitenessMiddleware:
         self.slip.on_earlier = self.driver.retime
         self.observer = Observer(settings, self.stats, self.hosts)
         self.drops = Drops(self.hosts, self.driver, self.observer, self.stats)
+        self.proxy_failures = ProxyFailures(self.stats, self.driver.done)
         self.view = GateView(settings, self.hosts, self.ips, self.dns, self.keys,
                              stats=self.stats)
         self.hint = self.view.hint  # what the scheduler queue asks
@@ -165,7 +161,7 @@ class PolitenessMiddleware:
         loop = self.driver.loop
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
-        ip = await self.view.address(hostname, key, loop, self.drops.check)
+        ip = await self.view.address(hostname, key, loop, self.drops.check, is_proxied(request))
         submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
         booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
@@ -194,7 +190,7 @@ class PolitenessMiddleware:
             if state.dead:  # declared dead by another crawler while this one waited
                 self.gate.done(key)
                 self.drops.check(key, loop.time())
-        if self.settings.dns_pin:
+        if self.settings.dns_pin and ip is not None:
             self.dns.pin(hostname, ip)
         dispatch = self._dispatched[request] = Dispatch(key, release.at, ip, covered)
         now = loop.time()
@@ -219,6 +215,8 @@ class PolitenessMiddleware:
         dispatch = self._dispatched.pop(request, None)
         if dispatch is None:
             return response  # not ours: a cache hit, a non-network scheme
+        if self.proxy_failures.answered(request, response.status, dispatch.key):
+            return response  # the proxy's own answer (407): the target was never asked
         assert self.loop is not None
         now = self.loop.time()  # an HTTP-date is measured on the server's clock
         retry_after = retry_after_seen(self.hosts.get(dispatch.key), response.headers, now)
@@ -232,6 +230,8 @@ class PolitenessMiddleware:
             return
         if isinstance(exception, IgnoreRequest):
             self.driver.done(dispatch.key)
+            return
+        if self.proxy_failures.raised(request, exception, dispatch.key):
             return
         kind = classify_exception(exception)
         if not reached_server(kind):  # no server saw it: nothing to back off from
