@@ -54,6 +54,7 @@ class Drops:
         """``key`` was declared dead (here or by another crawler): drop its waiters."""
         self.reasons[key] = reason
         self.driver.drop_host(key, reason, STATS + "dropped/dead")
+        self.driver.retime(key)  # the scheduler queue hands its requests out now, to be dropped
 
     def died_here(self, now: float, key: str, state: HostState, interval: float) -> None:
         reason = (f"politeness: host {key} is dead (interval at the ceiling "

@@ -19,6 +19,7 @@ from .failures import NameNotResolvedError
 from .meta import bucket_of, bypasses
 from .observer import STATS
 from .policy import ip_literal
+from .proxies import ProxyRoutes
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -63,10 +64,16 @@ class GateView:
         self.dns = dns
         self.keys = keys
         self.stats = stats
+        self.routes = ProxyRoutes()  # names a proxy resolves: no DNS failure for the queue
 
     def hint(self, request: Request) -> Hint | None:
         """The gate's view of ``request`` without waiting (no DNS query: an
-        uncached name has no IP yet). None for requests the gate ignores."""
+        uncached name has no IP yet). None for requests the gate ignores.
+
+        A request the middleware will fail or drop at once (a name known not
+        to resolve and no proxy to carry it, a dead host) is ready now and
+        spaces nothing: the queue hands such requests out without delay, so
+        they never hold the crawl open at their host's pace."""
         key = self.queue_key(request)
         if key == IGNORED:
             return None
@@ -78,8 +85,12 @@ class GateView:
         ip = self.dns.lookup(hostname)
         if ip is DnsCache.MISS:  # an IP literal needs no DNS
             ip = ip_literal(hostname)
+        elif ip is None and not self.routes.carries(hostname):
+            return Hint(key, None, 0.0, 0.0, 0.0, 0.0)  # fails at once in the middleware
         ip = self.keys.ip_bucket(ip if isinstance(ip, str) else None)
         state = self.hosts.peek(key)
+        if state is not None and state.dead:
+            return Hint(key, None, 0.0, 0.0, 0.0, 0.0)  # dropped at once in the middleware
         margin = self.settings.send_margin
         if state is None:
             config = self.settings.config_for(key)
@@ -103,9 +114,12 @@ class GateView:
         the gate ignores it): :meth:`hint`'s key, without the rest of the hint."""
         parsed = urlparse_cached(request)
         hostname = parsed.hostname
-        if not hostname or parsed.scheme not in NETWORK_SCHEMES or bypasses(request.meta):
+        meta = request.meta
+        if not hostname or parsed.scheme not in NETWORK_SCHEMES or bypasses(meta):
             return IGNORED
-        return bucket_of(request.meta, strict=False) or self.keys.key(hostname)
+        if "proxy" in meta:
+            self.routes.seen(hostname, meta)
+        return bucket_of(meta, strict=False) or self.keys.key(hostname)
 
     def request_key(self, request: Request, hostname: str) -> str | None:
         """The request's host bucket; None when it bypasses the gate (docs/reference/meta.md)."""

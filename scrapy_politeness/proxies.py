@@ -23,7 +23,8 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["PROXY_AUTH_REQUIRED", "EnvProxies", "ProxyFailures", "is_proxied", "is_proxy_failure"]
+__all__ = ["PROXY_AUTH_REQUIRED", "ProxyFailures", "ProxyRoutes", "is_proxied",
+           "is_proxy_failure"]
 
 PROXY_AUTH_REQUIRED = 407  # the proxy's answer, not the target's
 _MAX_NAMES = 10_000
@@ -88,30 +89,39 @@ class ProxyFailures:
         self.done(key)
 
 
-class EnvProxies:
-    """Which host names the environment's proxies will carry (``HttpProxyMiddleware``'s rule).
+class ProxyRoutes:
+    """Which host names a proxy carries, for the scheduler queue.
 
-    The scheduler queue sees a request before ``HttpProxyMiddleware`` has set
-    its ``meta["proxy"]``, so it asks here: a name that does not resolve
-    locally is no failure when a proxy will carry it. Read once, like the
-    middleware does; ``no_proxy`` is asked once per name.
+    The queue sees a request before ``HttpProxyMiddleware`` has set its
+    ``meta["proxy"]``, so it asks here: a name that does not resolve locally
+    is no failure when a proxy will carry it. The environment's proxies are
+    read once, as that middleware reads them (``no_proxy`` asked once per
+    name); a name seen with ``meta["proxy"]`` is remembered. Both tables are
+    bounded: a broad crawl clears them rather than keep every name.
     """
 
-    def __init__(self, enabled: bool = True, proxies: dict[str, str] | None = None) -> None:
+    def __init__(self, proxies: dict[str, str] | None = None) -> None:
         found = getproxies() if proxies is None else proxies
-        self.schemes = frozenset(s for s in ("http", "https") if s in found) if enabled \
-            else frozenset()
+        self.schemes = frozenset(s for s in ("http", "https") if s in found)
         self._bypass: dict[str, bool] = {}
+        self._by_meta: dict[str, None] = {}
 
-    def carries(self, scheme: str, hostname: str, meta: dict[str, Any]) -> bool:
-        """Whether a request to ``scheme://hostname`` with ``meta`` will be proxied."""
-        if "proxy" in meta:
-            return bool(meta["proxy"])
-        if scheme not in self.schemes:
+    def seen(self, hostname: str, meta: dict[str, Any]) -> None:
+        """A request to ``hostname`` with ``meta`` was queued."""
+        if meta.get("proxy") and hostname not in self._by_meta:
+            if len(self._by_meta) >= _MAX_NAMES:
+                self._by_meta.clear()
+            self._by_meta[hostname] = None
+
+    def carries(self, hostname: str) -> bool:
+        """Whether requests to ``hostname`` go through a proxy (as far as seen)."""
+        if hostname in self._by_meta:
+            return True
+        if not self.schemes:
             return False
         bypass = self._bypass.get(hostname)
         if bypass is None:
-            if len(self._bypass) >= _MAX_NAMES:  # a broad crawl: bounded, not a cache of every name
+            if len(self._bypass) >= _MAX_NAMES:
                 self._bypass.clear()
             bypass = self._bypass[hostname] = bool(proxy_bypass(hostname))
         return not bypass
