@@ -8,6 +8,7 @@ server side, set-up from 0 to more than the host interval.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -45,7 +46,7 @@ def test_host_and_ip_gaps_hold_with_connection_set_up(farm_factory: Any, setup: 
     for ip, times in starts_by(arrivals, lambda a: a.ip).items():
         if violations(times, IP_FLOOR, TOL):
             bad[ip] = violations(times, IP_FLOOR, TOL)
-    gaps = {k: min(b - a for a, b in zip(v, v[1:], strict=False))
+    gaps = {k: min(b - a for a, b in pairwise(v))
             for k, v in starts_by(arrivals, lambda a: a.ip).items()}
     assert not bad, (bad, gaps)
 
@@ -61,5 +62,5 @@ def test_the_farm_holds_a_new_connections_first_request(farm_factory: Any) -> No
     arrivals = farm.arrivals()
     assert len(arrivals) == 3
     assert len({a.conn for a in arrivals}) == 1  # one kept-alive connection
-    gaps = [b.t - a.t for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    gaps = [b.t - a.t for a, b in pairwise(arrivals)]
     assert all(g >= 1.0 - TOL for g in gaps), gaps
