@@ -71,6 +71,7 @@ class Drops:
             self.reasons[key] = reason
             self.observer.parked(now, key, until, reason, first=first)
         self.driver.drop_host(key, reason, STATS + "dropped/parked")
+        self.driver.retime(key)  # the scheduler queue hands its requests out now, to be dropped
 
     def prune(self, now: float) -> None:
         """Forget the reasons of hosts neither dead nor parked any more (or evicted)."""

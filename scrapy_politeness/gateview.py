@@ -8,6 +8,7 @@ instants its buckets allow, so the two never disagree.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -53,6 +54,14 @@ class Hint:  # not frozen: built per queue look-up, and a frozen one costs 5x to
     ip_interval: float
 
 
+def loop_now() -> float:
+    """Now on the event loop's clock (``time.monotonic`` without a running loop)."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
 class GateView:
     """Keys, addresses and the gate's view of a request, for one crawler."""
 
@@ -65,13 +74,14 @@ class GateView:
         self.keys = keys
         self.stats = stats
         self.routes = ProxyRoutes()  # names a proxy resolves: no DNS failure for the queue
+        self.now = loop_now  # the clock the gate's instants are on (tests replace it)
 
     def hint(self, request: Request) -> Hint | None:
         """The gate's view of ``request`` without waiting (no DNS query: an
         uncached name has no IP yet). None for requests the gate ignores.
 
         A request the middleware will fail or drop at once (a name known not
-        to resolve and no proxy to carry it, a dead host) is ready now and
+        to resolve and no proxy to carry it, a dead or parked host) is ready now and
         spaces nothing: the queue hands such requests out without delay, so
         they never hold the crawl open at their host's pace."""
         key = self.queue_key(request)
@@ -89,7 +99,8 @@ class GateView:
             return Hint(key, None, 0.0, 0.0, 0.0, 0.0)  # fails at once in the middleware
         ip = self.keys.ip_bucket(ip if isinstance(ip, str) else None)
         state = self.hosts.peek(key)
-        if state is not None and state.dead:
+        if state is not None and (state.dead or (state.parked_until
+                                                 and state.parked_until > self.now())):
             return Hint(key, None, 0.0, 0.0, 0.0, 0.0)  # dropped at once in the middleware
         margin = self.settings.send_margin
         if state is None:

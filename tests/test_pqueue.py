@@ -752,3 +752,21 @@ def test_a_dead_hosts_requests_are_handed_out_at_once(
     for _ in range(4):
         assert q.pop() is not None
     assert q.pop() is None
+
+
+def test_a_parked_hosts_requests_are_handed_out_at_once(
+        mw: PolitenessMiddleware, clock: Clock) -> None:
+    """A host parked (a Retry-After above the limit) has its requests dropped by
+    the middleware: the queue hands them out now, not one per interval."""
+    mw.view.now = clock  # type: ignore[method-assign]
+    on_ip(mw, "parked.test", "127.0.9.1")
+    q = _queue(mw.crawler)
+    for n in range(4):
+        q.push(Request(url("parked.test", n)))
+    assert take(q) is not None
+    start = clock.now
+    assert q.pop() is None  # its next waits for the interval
+    mw.drops.park("parked.test", clock.now, clock.now + 3600, "parked for the test")
+    for _ in range(3):
+        assert q.pop() is not None
+    assert clock.now == start
