@@ -17,11 +17,19 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_parser", "demo_settings", "instructions", "run", "spider_source", "start_urls"]
+__all__ = ["add_parser", "demo_settings", "farm_addresses", "instructions", "restart_command",
+           "run", "spider_source", "start_urls"]
 
 _SPIDER = '''"""The scrapy-politeness demo farm (from `python -m scrapy_politeness farm`)."""
 
+import socket
+
 import scrapy
+from scrapy.exceptions import CloseSpider
+
+# Where the farm listened when this file was written, and how to start it there again.
+FARM_ADDRESSES = {addresses!r}
+FARM_COMMAND = {command!r}
 
 
 class FarmSpider(scrapy.Spider):
@@ -30,6 +38,20 @@ class FarmSpider(scrapy.Spider):
     # The farm's names exist only in its DNS server; the other values make the
     # always-503 host reach the ceiling (and be declared dead) within seconds.
     custom_settings = {settings!r}
+
+    async def start(self):
+        # A farm that stopped or restarted on other ports would turn every URL into a
+        # DNS or connection error: say so once instead.
+        for address in FARM_ADDRESSES:
+            host, port = address.rsplit(":", 1)
+            try:
+                socket.create_connection((host, int(port)), timeout=2).close()
+            except OSError:
+                self.logger.error("The demo farm does not answer at %s: is the farm running? "
+                                  "Start it with: %s", address, FARM_COMMAND)
+                raise CloseSpider("farm_not_running") from None
+        async for item_or_request in super().start():
+            yield item_or_request
 
     def parse(self, response):
         yield {{"url": response.url, "status": response.status,
@@ -47,6 +69,10 @@ def add_parser(sub: Any) -> None:
                     "URLs to crawl it. Runs until Ctrl-C.")
     farm.add_argument("--port", type=int, default=0,
                       help="HTTP port of every virtual host (default: any free port)")
+    farm.add_argument("--dns-port", type=int, default=0,
+                      help="port of the farm's DNS server on 127.0.0.1 (default: any free "
+                           "port); with --port, a spider written once stays valid when the "
+                           "farm restarts")
     farm.add_argument("--spider", metavar="FILE", default=None,
                       help="also write a spider crawling the farm to FILE, e.g. "
                            "myproject/spiders/farm.py")
@@ -71,8 +97,23 @@ _SHORT = {"POLITENESS_DEFAULT": 0.5, "POLITENESS_FLOOR": 0.3, "POLITENESS_CEILIN
           "POLITENESS_DEAD_AFTER": 2}
 
 
-def spider_source(urls: list[str], settings: dict[str, Any]) -> str:
-    return _SPIDER.format(urls=urls, settings=settings)
+def spider_source(urls: list[str], settings: dict[str, Any],
+                  addresses: list[str] | None = None, command: str = "") -> str:
+    """A spider over ``urls``; its start checks that the farm answers at ``addresses``."""
+    return _SPIDER.format(urls=urls, settings=settings, addresses=addresses or [],
+                          command=command or "python -m scrapy_politeness farm")
+
+
+def farm_addresses(farm: Any) -> list[str]:
+    """The farm's DNS server and one HTTP listener: both answer while this farm runs."""
+    return [farm.dns, f"{farm.spec['ips'][0]}:{farm.port}"]
+
+
+def restart_command(farm: Any, spider_path: str | None) -> str:
+    """The farm command that listens on the same ports again (and rewrites the spider)."""
+    dns_port = farm.dns.rsplit(":", 1)[1]
+    command = f"python -m scrapy_politeness farm --port {farm.port} --dns-port {dns_port}"
+    return f"{command} --spider {spider_path}" if spider_path else command
 
 
 def instructions(farm: Any, spider_path: str | None) -> str:
@@ -96,7 +137,9 @@ def instructions(farm: Any, spider_path: str | None) -> str:
     ]
     if spider_path:
         lines += [f"Spider written to {spider_path}: name 'farm', these URLs, the farm settings "
-                  "above. Crawl with (about 30 s):", "  scrapy crawl farm"]
+                  "above. Crawl with (about 30 s):", "  scrapy crawl farm",
+                  "The spider is valid while this farm runs; to start the farm on the same "
+                  "ports again:", f"  {restart_command(farm, spider_path)}"]
     else:
         dash_s = " ".join(f"-s {k}={_cmdline(v)}" for k, v in demo_settings(farm).items())
         lines += ["Crawl with a spider that starts from these URLs (rerun with --spider "
@@ -129,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec = demo_spec()
     spec["port"] = args.port
+    spec["dns_port"] = args.dns_port
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -140,7 +184,9 @@ def run(args: argparse.Namespace) -> int:
         if args.spider:
             path = Path(args.spider)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(spider_source(start_urls(farm), demo_settings(farm)),
+            path.write_text(spider_source(start_urls(farm), demo_settings(farm),
+                                          farm_addresses(farm),
+                                          restart_command(farm, args.spider)),
                             encoding="utf-8")
         print(instructions(farm, args.spider), flush=True)
         with contextlib.suppress(KeyboardInterrupt):

@@ -58,17 +58,18 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
     return Booking(float(at), float(covered) if isinstance(covered, (int, float)) else math.inf)
 
 
-def late_allowance(state: HostState, ip_floor: float | None) -> float:
+def late_allowance(state: HostState, ip_spacing: float | None) -> float:
     """How late after its booked start a request may still go, its real start
-    reported to the shared buckets at once (``ip_floor`` None: no IP bucket).
+    reported to the shared buckets at once (``ip_spacing``: what its start
+    spends on its IP, ``IPTable.spacing``; None: no IP bucket).
 
     The next start on the same buckets is booked no sooner than one spacing
     after this booking, minus the frontier's lead; half of what is left leaves
     the report ample time to land first. Later than this: booked afresh.
     """
     spacing = state.interval()
-    if ip_floor is not None:
-        spacing = min(spacing, max(ip_floor, state.ip_interval()))
+    if ip_spacing is not None and ip_spacing < spacing:
+        spacing = ip_spacing
     return max(0.0, (spacing - LEAD) / 2.0)
 
 
@@ -98,7 +99,7 @@ async def start_as_booked(booking: Booking, release: Release[Any],
 async def go_as_booked(booking: Booking, release: Release[Any], state: HostState,
                        loop: asyncio.AbstractEventLoop, *, slip: SendSlip,
                        shared: SharedSync | None, stats: StatsCollector, margin: float,
-                       ip_floor: float | None) -> tuple[Release[Any], float] | None:
+                       ip_spacing: float | None) -> tuple[Release[Any], float] | None:
     """The release and the lateness its booking covered, for a request the
     frontier booked; None when it must be booked afresh (see
     :func:`start_as_booked`). The booking is the shared spend: the local
@@ -107,7 +108,7 @@ async def go_as_booked(booking: Booking, release: Release[Any], state: HostState
     """
     at_booked = await start_as_booked(booking, release, loop, shared=shared is not None,
                                       margin=margin, stats=stats,
-                                      late_ok=late_allowance(state, ip_floor))
+                                      late_ok=late_allowance(state, ip_spacing))
     if at_booked is None:
         return None
     slip.respend(at_booked, loop.time())

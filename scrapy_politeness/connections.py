@@ -17,11 +17,6 @@ widens a gap; the answer then moves the spend back (``SendSlip``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .slip import Dispatch
-
 __all__ = ["MAX_KEYS", "Connections"]
 
 MAX_KEYS = 10_000  # hosts and IPs remembered; a broad crawl forgets rather than grow
@@ -48,17 +43,16 @@ class Connections:
     def setup_of(self, ip: str | None) -> float:
         return 0.0 if ip is None else self.setup.get(ip, 0.0)
 
-    def answered(self, dispatch: Dispatch, excess: float) -> None:
-        """``dispatch``'s headers came, ``excess`` beyond its host's usual latency:
-        its connection will be idle again; a cold one teaches the IP's set-up."""
+    def answered(self, key: str, ip: str | None, cold: bool, excess: float) -> None:
+        """Headers of a send of ``key`` on ``ip`` came, ``excess`` beyond its host's
+        usual latency: its connection will be idle again; a ``cold`` one (it
+        opened the connection) teaches the IP's set-up."""
         idle = self.idle
-        if len(idle) >= MAX_KEYS and dispatch.key not in idle:
+        if len(idle) >= MAX_KEYS and key not in idle:
             idle.clear()
-        idle[dispatch.key] = idle.get(dispatch.key, 0) + 1
-        ip = dispatch.ip
-        if not dispatch.cold or ip is None:
+        idle[key] = idle.get(key, 0) + 1
+        if not cold or ip is None:
             return
-        dispatch.cold = False
         old = self.setup.get(ip, 0.0)
         new = excess if excess > old else old * _DECAY + excess * (1 - _DECAY)
         if len(self.setup) >= MAX_KEYS and ip not in self.setup:

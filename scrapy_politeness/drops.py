@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
 
+from .logstats import plural
 from .observer import STATS
 
 if TYPE_CHECKING:
@@ -57,8 +58,9 @@ class Drops:
         self.driver.retime(key)  # the scheduler queue hands its requests out now, to be dropped
 
     def died_here(self, now: float, key: str, state: HostState, interval: float) -> None:
+        fetches = plural(self.hosts.dead_after, "fetch", "fetches")
         reason = (f"politeness: host {key} is dead (interval at the ceiling "
-                  f"{state.config.ceiling:g}s for {self.hosts.dead_after} fetches)")
+                  f"{state.config.ceiling:g}s for {fetches})")
         self.observer.died(now, key, state, interval, reason)
         self.dead(key, reason)
 

@@ -68,6 +68,12 @@ class GateDriver:
         self.waiters[fut] = now
         try:
             return await fut, True
+        except BaseException:
+            # Cancelled after the gate released it (the future holds a result the
+            # task never resumed to take): that release's slot is freed here.
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                self.done(key)
+            raise
         finally:
             del self.waiters[fut]
 

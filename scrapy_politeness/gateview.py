@@ -110,10 +110,18 @@ class GateView:
         else:
             host_ready = state.eligible_at() + margin
             interval, ip_interval = state.interval(), state.ip_interval()
-        floor = self.ips.floor  # a start spends its IP by max(floor, its interval)
-        if ip_interval < floor:
-            ip_interval = floor
+        ip_interval = self.ips.spacing(ip, ip_interval)  # what a start spends on its IP
         return Hint(key, ip, host_ready, self.ip_ready(ip), interval, ip_interval)
+
+    def handed_out(self, key: str, since: float, backlog: int) -> None:
+        """The scheduler queue handed out a request of ``key``: its host has had
+        requests waiting there since ``since`` (so a start later than its own
+        bucket allowed was held by another bucket), ``backlog`` are left (what
+        a faster pace could still save: the recovery prices its probes by it)."""
+        state = self.hosts.peek(key)
+        if state is not None:
+            state.queued_since = since
+            state.backlog = backlog
 
     def ip_ready(self, ip: str | None) -> float:
         """:attr:`Hint.ip_ready` of a request on ``ip``: one IP table read."""

@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 from . import jobdir, persistence
+from .logstats import plural_s
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -71,8 +72,8 @@ class JobState:
         held = persistence.restore_ips(ips, document, now, wall)
         stats.set_value("politeness/state/restored_hosts", len(restored))
         stats.set_value("politeness/state/restored_ips", held)
-        logger.info("politeness: restored the state of %d hosts and %d IPs from %s",
-                    len(restored), held, self.path)
+        logger.info("politeness: restored the state of %d host%s and %d IP%s from %s",
+                    len(restored), plural_s(len(restored)), held, plural_s(held), self.path)
         if trace is not None:
             for key, state in restored:
                 trace.restored(now, key, state.interval(), document["hosts"][key])

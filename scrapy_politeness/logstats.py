@@ -17,10 +17,21 @@ from typing import Any
 
 from .policy import HostTable
 
-__all__ = ["LOG_FORMAT", "PeriodWaits", "Snapshot", "report_text", "snapshot"]
+__all__ = ["LOG_FORMAT", "PeriodWaits", "Snapshot", "plural", "plural_s", "report_text", "snapshot"]
 
-LOG_FORMAT = ("Politeness: %d hosts, %d waiting in the gate (oldest %.1fs); %d dispatched "
-              "(wait mean %.2fs, max %.2fs); %d hosts backing off, %d dead")
+# Each "%s" after a noun is its plural ending (see ``plural_s``): "1 host", "2 hosts".
+LOG_FORMAT = ("Politeness: %d host%s, %d waiting in the gate (oldest %.1fs); %d dispatched "
+              "(wait mean %.2fs, max %.2fs); %d host%s backing off, %d dead")
+
+
+def plural_s(n: int) -> str:
+    """The English plural ending for ``n`` of a regular noun."""
+    return "" if n == 1 else "s"
+
+
+def plural(n: int, noun: str, nouns: str = "") -> str:
+    """``n`` and the noun, singular for exactly one: "1 host", "0 hosts", "2 fetches"."""
+    return f"{n} {noun}" if n == 1 else f"{n} {nouns or noun + 's'}"
 
 
 class PeriodWaits:
@@ -58,8 +69,9 @@ class Snapshot:
     dead: int
 
     def log(self, logger: logging.Logger) -> None:
-        logger.info(LOG_FORMAT, self.hosts, self.waiting, self.oldest_wait, self.dispatched,
-                    self.mean_wait, self.max_wait, self.backing_off, self.dead)
+        logger.info(LOG_FORMAT, self.hosts, plural_s(self.hosts), self.waiting,
+                    self.oldest_wait, self.dispatched, self.mean_wait, self.max_wait,
+                    self.backing_off, plural_s(self.backing_off), self.dead)
 
 
 def snapshot(hosts: HostTable, waits: PeriodWaits, waiting: int,
@@ -85,7 +97,7 @@ def report_text(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         backoffs = " ".join(f"{cause}:{n}" for cause, n in sorted(r["backoffs"].items()))
         lines.append(
-            f"  {r['host']}: {r['requests']} requests, waited {r['waited']:.1f}s, "
+            f"  {r['host']}: {plural(r['requests'], 'request')}, waited {r['waited']:.1f}s, "
             f"interval {round(r['interval'], 3):g}s, backoffs {backoffs or 'none'}"
             + (f", crawl-delay {round(r['crawl_delay'], 3):g}s" if r["crawl_delay"] else "")
             + (", DEAD" if r["dead"] else ""))

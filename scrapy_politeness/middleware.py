@@ -24,14 +24,13 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from .backends import make_backend
 from .booking import booked_start, go_as_booked
 from .dns import DnsCache
 from .drops import Drops
-from .failures import classify_exception
 from .gatedriver import GateDriver, Waiter
 from .gateview import NETWORK_SCHEMES, GateView, Hint
 from .gcfreeze import freeze_start_heap
@@ -39,15 +38,17 @@ from .grouping import HostKeys
 from .jobstate import JobState
 from .observer import STATS, Observer
 from .outcomes import Outcomes
-from .policy import Gate, HostTable, IPTable, reached_server, retry_after_seen
-from .proxies import ProxyFailures, is_proxied
+from .policy import Gate, HostTable, IPTable
+from .proxies import is_proxied
 from .robots import CrawlDelays
 from .robotsfetch import RobotsPrefetch
 from .settings import PolitenessSettings
 from .sharedsync import SharedSync
 from .slip import Dispatch, SendSlip
 from .startup import load_settings, start_line, warn_missing_internals
+from .tickets import Tickets
 from .watch import Watch
+from .watchdog import Watchdog
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -79,7 +80,7 @@ class PolitenessMiddleware:
         self.stats = crawler.stats
         self.hosts = HostTable(settings.config, dead_after=settings.dead_after,
                                overrides=dict(settings.hosts))
-        self.ips = IPTable(settings.config.ip_floor)
+        self.ips = IPTable(settings.config.ip_floor, settings.ip_model)
         self.gate: Gate[Waiter] = Gate(
             self.hosts, self.ips, margin=settings.send_margin,
             max_in_flight=crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
@@ -93,7 +94,6 @@ class PolitenessMiddleware:
         self.slip.on_earlier = self.driver.retime
         self.observer = Observer(settings, self.stats, self.hosts)
         self.drops = Drops(self.hosts, self.driver, self.observer, self.stats)
-        self.proxy_failures = ProxyFailures(self.stats, self.driver.done)
         self.view = GateView(settings, self.hosts, self.ips, self.dns, self.keys,
                              stats=self.stats)
         self.hint = self.view.hint  # what the scheduler queue asks
@@ -111,7 +111,12 @@ class PolitenessMiddleware:
             stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after)
         self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
-        self._dispatched: dict[Request, Dispatch] = {}
+        self.tickets = Tickets(crawler, driver=self.driver, outcomes=self.outcomes,
+                               hosts=self.hosts)
+        self._dispatched = self.tickets.held  # request -> its dispatch, until its slot is freed
+        self.watchdog = Watchdog(self.gate, self.driver, self.hosts, self.stats,
+                                 timeout=crawler.settings.getfloat("DOWNLOAD_TIMEOUT"),
+                                 live=self.tickets.live)
         self._pin: Pin | None = None
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
@@ -121,7 +126,8 @@ class PolitenessMiddleware:
         self.robots_prefetch = RobotsPrefetch.connect(crawler, settings, self.stats)
         self.watch = Watch(crawler, settings, gate=self.gate, driver=self.driver,
                            hosts=self.hosts, ips=self.ips, dns=self.dns, keys=self.keys,
-                           drops=self.drops, observer=self.observer, on_closing=self._close_gate)
+                           drops=self.drops, observer=self.observer, on_closing=self._close_gate,
+                           chores=self._chores)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -151,6 +157,13 @@ class PolitenessMiddleware:
     # -- the request ---------------------------------------------------------
 
     async def process_request(self, request: Request) -> None:
+        try:
+            await self._process_request(request)
+        except BaseException:  # an error, a cancellation while a booked start sleeps
+            self.tickets.abort(request)  # frees its slot if the gate had let it through
+            raise
+
+    async def _process_request(self, request: Request) -> None:
         parsed = urlparse_cached(request)
         if parsed.scheme not in NETWORK_SCHEMES or not parsed.hostname:
             return
@@ -166,13 +179,15 @@ class PolitenessMiddleware:
         bucket = self.keys.ip_bucket(ip)
         booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
+        dispatch = self._dispatched[request] = Dispatch(key, release.at, ip)  # holds a slot
         covered = math.inf
         state = self.hosts.get(key)
         if booked is not None:  # that booking is the shared spend; a later send is reported
             went = await go_as_booked(
                 booked, release, state, loop, slip=self.slip, shared=self.shared,
                 stats=self.stats, margin=self.settings.send_margin,
-                ip_floor=None if bucket is None else self.ips.floor)
+                ip_spacing=None if bucket is None
+                else self.ips.spacing(bucket, state.ip_interval()))
             if went is None:
                 booked = None
             else:
@@ -182,17 +197,12 @@ class PolitenessMiddleware:
         elif self.slip.lag > 0.0005:
             self.slip.respend(release, submitted)
         if self.shared is not None and booked is None:
-            try:
-                release, covered = await self.shared.reserve(release, state, loop)
-            except BaseException:
-                self.gate.done(key)
-                raise
+            release, covered = await self.shared.reserve(release, state, loop)
             if state.dead:  # declared dead by another crawler while this one waited
-                self.gate.done(key)
-                self.drops.check(key, loop.time())
+                self.drops.check(key, loop.time())  # raises: its slot is freed above
         if self.settings.dns_pin and ip is not None:
             self.dns.pin(hostname, ip)
-        dispatch = self._dispatched[request] = Dispatch(key, release.at, ip, covered)
+        dispatch.at, dispatch.covered = release.at, covered
         now = loop.time()
         self.slip.sent(dispatch, now, state)
         waited = release.at - submitted
@@ -211,35 +221,19 @@ class PolitenessMiddleware:
 
     # -- the outcome ---------------------------------------------------------
 
+    # A download's own end frees its slot and feeds it back (:mod:`.tickets`);
+    # these two see what a download did not end (a middleware above answered).
+
     def process_response(self, request: Request, response: Response) -> Response:
-        dispatch = self._dispatched.pop(request, None)
-        if dispatch is None:
-            return response  # not ours: a cache hit, a non-network scheme
-        if self.proxy_failures.answered(request, response.status, dispatch.key):
-            return response  # the proxy's own answer (407): the target was never asked
-        assert self.loop is not None
-        now = self.loop.time()  # an HTTP-date is measured on the server's clock
-        retry_after = retry_after_seen(self.hosts.get(dispatch.key), response.headers, now)
-        latency = request.meta.get("download_latency") or 0.0
-        self.outcomes.feed(dispatch, response.status, retry_after, float(latency), now)
+        self.tickets.response(request, response)
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
-        dispatch = self._dispatched.pop(request, None)
-        if dispatch is None:
-            return
-        if isinstance(exception, IgnoreRequest):
-            self.driver.done(dispatch.key)
-            return
-        if self.proxy_failures.raised(request, exception, dispatch.key):
-            return
-        kind = classify_exception(exception)
-        if not reached_server(kind):  # no server saw it: nothing to back off from
-            self.stats.inc_value(STATS + kind.value)
-            self.driver.done(dispatch.key)
-            return
-        assert self.loop is not None
-        self.outcomes.feed(dispatch, 0, None, 0.0, self.loop.time())
+        self.tickets.exception(request, exception)
+
+    def _chores(self, now: float) -> None:
+        self.tickets.sweep()
+        self.watchdog.check(now)
 
     def _died_elsewhere(self, key: str) -> None:
         self.drops.dead(key, f"politeness: host {key} is dead (declared by another crawler)")

@@ -92,9 +92,10 @@ class Observer:
         self.stats.inc_value(STATS + "dead_hosts")
         if self.trace is not None:
             self.trace.dead(now, key, interval, reason)
+        n = self.hosts.dead_after
         logger.warning("Host %s declared dead: its interval stayed at the ceiling "
-                       "(%ss) for %s consecutive fetches; dropping its requests",
-                       key, state.config.ceiling, self.hosts.dead_after)
+                       "(%ss) for %s consecutive %s; dropping its requests",
+                       key, state.config.ceiling, n, "fetch" if n == 1 else "fetches")
 
     def parked(self, now: float, key: str, until: float, reason: str, *, first: bool) -> None:
         if first:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .logstats import plural
+
 __all__ = ["HostSeries", "Marks", "TraceSeries", "read_trace", "render", "series"]
 
 MARK_KINDS = ("429", "5xx", "retry_after", "transport", "crawl_delay", "dead", "parked")
@@ -188,7 +190,7 @@ def _draw_host(ax: Any, h: HostSeries, end: float, legend: dict[str, Any]) -> No
         legend.setdefault(label, handle)
     ax.set_ylabel("s", fontsize=7)
     ax.tick_params(labelsize=7)
-    ax.set_title(f"{h.host}  ({h.requests} requests)", loc="left", fontsize=8, pad=2)
+    ax.set_title(f"{h.host}  ({plural(h.requests, 'request')})", loc="left", fontsize=8, pad=2)
     ax.grid(axis="y", alpha=0.3)
 
 
@@ -213,7 +215,7 @@ def _heading(data: TraceSeries, title: str | None) -> str:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(data.wall))
         heading += f"; crawl started {started}"
     if data.hosts_total > len(data.hosts):
-        heading += f"; top {len(data.hosts)} of {data.hosts_total} hosts"
+        heading += f"; top {len(data.hosts)} of {plural(data.hosts_total, 'host')}"
     if data.dropped:
         heading += f"; {data.dropped} trace lines dropped"
     return heading

@@ -255,9 +255,9 @@ class PolitenessAwarePriorityQueue:
             if hint is None:
                 return now
         self._handed.add(request, hint.key, hint.ip, now)
+        self._mw.view.handed_out(hint.key, host.since, len(host.queue))  # type: ignore[union-attr]
         host.hostname = hostname
-        at = self._handed.own_estimate(hint)
-        return at if at > host.since else host.since
+        return max(self._handed.own_estimate(hint), host.since)
 
     def next_eligible(self) -> float:
         """When ``pop`` will next hand out a request (``inf`` when empty or resolving)."""
@@ -272,8 +272,7 @@ class PolitenessAwarePriorityQueue:
         return None if key is None else index.hosts[key].queue.peek()
 
     def _remove(self, key: str) -> None:
-        host = self._index.pop_host(key)
-        host.queue.close()
+        self._index.pop_host(key).queue.close()
         reclaim(self.key, key)
 
     def close(self) -> dict[str, list[int]]:
@@ -286,8 +285,7 @@ class PolitenessAwarePriorityQueue:
             rescue(self._handed, self.push, self.crawler.stats)
         state = {}
         for key, host in self._index.hosts.items():
-            prios = host.queue.close()
-            if prios:
+            if prios := host.queue.close():
                 state[key] = prios
             else:
                 reclaim(self.key, key)
@@ -299,5 +297,4 @@ class PolitenessAwarePriorityQueue:
         return self._len
 
     def __contains__(self, key: str) -> bool:
-        host = self._index.hosts.get(key)
-        return host is not None and bool(host.queue)
+        return (host := self._index.hosts.get(key)) is not None and bool(host.queue)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from scrapy.utils.httpobj import urlparse_cached
 
@@ -15,8 +15,15 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.robotstxt import RobotParser
     from scrapy.settings import BaseSettings
+    from scrapy.statscollectors import StatsCollector
 
-    from .middleware import PolitenessMiddleware
+    from .drops import Drops
+    from .gatedriver import GateDriver
+    from .grouping import HostKeys
+    from .observer import Observer
+    from .policy import HostTable
+    from .settings import PolitenessSettings
+    from .sharedsync import SharedSync
 
 __all__ = ["CrawlDelays", "robots_delay"]
 
@@ -62,6 +69,19 @@ def robots_delay(robotparser: RobotParser, ua: str | bytes, *,
     return max(usable) if usable else None
 
 
+class Gatekeeper(Protocol):
+    """What learning a Crawl-delay touches: the middleware's parts, not the middleware."""
+
+    keys: HostKeys
+    settings: PolitenessSettings
+    driver: GateDriver
+    observer: Observer
+    stats: StatsCollector
+    drops: Drops
+    hosts: HostTable
+    shared: SharedSync | None
+
+
 class CrawlDelays:
     """Learns each host's Crawl-delay from robots.txt as Scrapy parses it.
 
@@ -70,7 +90,7 @@ class CrawlDelays:
     parked for good; cap; honour).
     """
 
-    def __init__(self, mw: PolitenessMiddleware, crawler_settings: BaseSettings) -> None:
+    def __init__(self, mw: Gatekeeper, crawler_settings: BaseSettings) -> None:
         self.mw = mw
         self._robots_ua: str | None = crawler_settings.get("ROBOTSTXT_USER_AGENT") or None
         self._default_ua: str = crawler_settings.get("USER_AGENT") or ""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .host_overrides import CONFIG_FIELDS, config_of, host_overrides
-from .policy import RECOVERIES, Config
+from .policy import IP_MODELS, RECOVERIES, Config
 from .setting_values import (
     backend_url,
     boolean,
@@ -36,6 +36,7 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_FLOOR": 0.25,
     "POLITENESS_CEILING": 60.0,
     "POLITENESS_IP_FLOOR": 0.25,
+    "POLITENESS_IP_MODEL": "decoupled",
     "POLITENESS_BACKOFF": 2.0,
     "POLITENESS_SOFT_WIDEN": 1.25,
     "POLITENESS_NARROW": 0.05,
@@ -130,6 +131,7 @@ class PolitenessSettings:
     report_stat: bool = False
     robots_prefetch: bool = True
     gc_freeze: bool = False
+    ip_model: str = "decoupled"
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:
@@ -215,6 +217,7 @@ class PolitenessSettings:
             robots_prefetch=boolean("POLITENESS_ROBOTS_PREFETCH",
                                     raw("POLITENESS_ROBOTS_PREFETCH")),
             gc_freeze=boolean("POLITENESS_GC_FREEZE", raw("POLITENESS_GC_FREEZE")),
+            ip_model=choice("POLITENESS_IP_MODEL", raw("POLITENESS_IP_MODEL"), IP_MODELS),
         )
 
     def config_for(self, key: str) -> Config:

@@ -83,6 +83,12 @@ class SharedSync:
                          "to start: %s", exc)
             raise CloseSpider("politeness_backend_error") from exc
 
+    def _ip_spacing(self, ip: str | None) -> float | None:
+        """The decoupled IP model's own spacing of ``ip`` for reserve.lua (None:
+        coupled, the shared host's interval spaces the IP there too)."""
+        ips = self.slip.ips
+        return None if ips.coupled else ips.spacing(ip, 0.0)
+
     async def reserve(self, release: Release[Any], state: HostState,
                       loop: asyncio.AbstractEventLoop) -> tuple[Release[Any], float]:
         """Book the start on the shared buckets; sleep until it.
@@ -98,7 +104,7 @@ class SharedSync:
             sent = loop.time()
             delay, shared = await self.backend.reserve(
                 release.key, release.ip, state.config, crawl_delay=state.crawl_delay,
-                slip=slip)
+                slip=slip, ip_spacing=self._ip_spacing(release.ip))
             got = loop.time()
             rtt = got - sent
             if shared is None:  # the local fallback: the local buckets alone apply
@@ -161,14 +167,16 @@ class SharedSync:
             if arrived > waiting.arrived:
                 waiting.arrived = arrived
             return
-        ip_floor = None if dispatch.ip is None else self.slip.ips.floor
-        due = dispatch.at + late_allowance(state, ip_floor) - self.rtt
+        ips = self.slip.ips
+        ip_spacing = None if dispatch.ip is None else ips.spacing(dispatch.ip, state.ip_interval())
+        due = dispatch.at + late_allowance(state, ip_spacing) - self.rtt
         if self.loop is None or due <= now:
             self.late_start(dispatch, state, now - arrived)
             return
         timer = self.loop.call_later(due - now, self._late_due, dispatch)
         self._late[id(dispatch)] = _WaitingLate(dispatch, arrived, state.interval(),
-                                                state.ip_interval(), timer)
+                                                ips.spacing(dispatch.ip, state.ip_interval()),
+                                                timer)
 
     def _late_due(self, dispatch: Dispatch) -> None:
         late = self._take_late(dispatch)
@@ -190,7 +198,8 @@ class SharedSync:
         shared buckets too, so other processes space from the real start."""
         self.stats.inc_value("politeness/shared/late_starts")
         self._spawn(self.backend.correct_start(
-            dispatch.key, dispatch.ip, ago, state.interval(), state.ip_interval()))
+            dispatch.key, dispatch.ip, ago, state.interval(),
+            self.slip.ips.spacing(dispatch.ip, state.ip_interval())))
 
     def set_crawl_delay(self, key: str, delay: float) -> None:
         self._spawn(self.backend.set_crawl_delay(key, delay))

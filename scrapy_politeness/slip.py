@@ -189,7 +189,8 @@ class SendSlip:
         if state is None:
             return
         usual = state.latency  # the smoothed latency of the earlier fetches (0: none yet)
-        self.conns.answered(dispatch, latency - usual)
+        self.conns.answered(dispatch.key, dispatch.ip, dispatch.cold, latency - usual)
+        dispatch.cold = False  # headers once: the connection's set-up is learnt
         arrived = now - (usual if usual < latency else latency)
         if self.shared is not None:
             self.spend(state, dispatch.ip, arrived)

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from .logstats import plural
 from .scrapy_internals import missing
 from .settings import PolitenessSettings, unknown_names
 
@@ -156,7 +157,7 @@ def start_line(settings: PolitenessSettings, crawler_settings: Any) -> str:
     line = (f"scrapy-politeness on: per host start {_s(c.default)}, floor {_s(c.floor)}, "
             f"ceiling {_s(c.ceiling)}{overrides}; per IP floor {_s(c.ip_floor)}; grouping "
             f"{settings.grouping}; backend {backend}; queue {queue.rpartition('.')[2]}; "
-            f"dead after {settings.dead_after} fetches at the ceiling; {live}")
+            f"dead after {plural(settings.dead_after, 'fetch', 'fetches')} at the ceiling; {live}")
     origins = settings_origins(crawler_settings)
     return f"{line}; {origins}" if origins else line
 

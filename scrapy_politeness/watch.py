@@ -39,12 +39,14 @@ class Watch:
     def __init__(self, crawler: Crawler, settings: PolitenessSettings, *, gate: Gate[Waiter],
                  driver: GateDriver, hosts: HostTable, ips: IPTable, dns: DnsCache,
                  keys: HostKeys, drops: Drops, observer: Observer,
-                 on_closing: Callable[[str], None]) -> None:
+                 on_closing: Callable[[str], None],
+                 chores: Callable[[float], None] | None = None) -> None:
         self.crawler = crawler
         self.settings = settings
         self.gate, self.driver, self.hosts, self.ips = gate, driver, hosts, ips
         self.dns, self.keys, self.drops, self.observer = dns, keys, drops, observer
         self.on_closing = on_closing
+        self.chores = chores  # every tick (the slots' sweep and watchdog)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._last_evict = 0.0
@@ -66,6 +68,8 @@ class Watch:
             return
         now = self._loop.time()
         waiters = self.driver.waiters
+        if self.chores is not None:
+            self.chores(now)
         self.observer.tick(now, self.gate.waiting, next(iter(waiters.values()), None))
         if now - self._last_evict >= min(30.0, self.settings.idle_ttl / 4):
             self._last_evict = now

@@ -13,22 +13,22 @@ def test_a_send_takes_an_idle_connection_or_opens_one() -> None:
     conns = Connections()
     assert conns.cold("a.test")  # none idle yet
     first = Dispatch("a.test", 0.0, "127.0.0.2", cold=True)
-    conns.answered(first, 0.7)
+    conns.answered(first.key, first.ip, first.cold, 0.7)
     assert conns.setup_of("127.0.0.2") == pytest.approx(0.7)
     assert not conns.cold("a.test")  # the answered one is idle again
     assert conns.cold("a.test")  # a second at once opens another
     warm = Dispatch("a.test", 1.0, "127.0.0.2")
-    conns.answered(warm, 0.0)  # a warm answer teaches nothing about the set-up
+    conns.answered(warm.key, warm.ip, warm.cold, 0.0)  # a warm answer: nothing about set-up
     assert conns.setup_of("127.0.0.2") == pytest.approx(0.7)
     assert conns.setup_of(None) == 0.0
 
 
 def test_the_estimate_grows_at_once_and_shrinks_slowly() -> None:
     conns = Connections()
-    conns.answered(Dispatch("a", 0.0, "ip", cold=True), 0.3)
-    conns.answered(Dispatch("b", 0.0, "ip", cold=True), 0.7)
+    conns.answered("a", "ip", True, 0.3)
+    conns.answered("b", "ip", True, 0.7)
     assert conns.setup_of("ip") == pytest.approx(0.7)
-    conns.answered(Dispatch("c", 0.0, "ip", cold=True), 0.1)
+    conns.answered("c", "ip", True, 0.1)
     assert 0.1 < conns.setup_of("ip") < 0.7
 
 

@@ -99,3 +99,70 @@ def test_a_new_project_crawls_the_farm_as_the_readme_says(tmp_path: Path) -> Non
     assert "Host broken.farm.test declared dead" in log
     assert "'politeness/dispatched':" in log
     assert "'politeness/report'" not in log
+
+
+def _free_port() -> int:
+    """A port nothing listens on (TCP and UDP) on 127.0.0.1 right now."""
+    import socket
+
+    with socket.socket() as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+        tcp.bind(("127.0.0.1", 0))
+        port = int(tcp.getsockname()[1])
+        udp.bind(("127.0.0.1", port))
+    return port
+
+
+@pytest.mark.integration
+def test_dns_port_fixes_the_farms_name_server_across_restarts(tmp_path: Path) -> None:
+    """--port and --dns-port: the farm comes back where a spider written earlier looks."""
+    import dns.message
+    import dns.query
+
+    http_port, dns_port = _free_port(), _free_port()
+    command = [sys.executable, "-m", "scrapy_politeness", "farm", "--port", str(http_port),
+               "--dns-port", str(dns_port), "--spider", str(tmp_path / "farm.py")]
+    for _ in range(2):
+        with subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) as proc:
+            try:
+                out = _read_until_ready(proc)
+                assert f"POLITENESS_DNS_NAMESERVERS = ['127.0.0.1:{dns_port}']" in out
+                assert f"farm --port {http_port} --dns-port {dns_port} --spider" in out
+                query = dns.message.make_query("alpha.farm.test", "A")
+                answer = dns.query.udp(query, "127.0.0.1", port=dns_port, timeout=5)
+                assert answer.answer, answer
+            finally:
+                proc.send_signal(signal.SIGINT)
+                _, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err
+
+
+def test_a_stale_farm_spider_asks_whether_the_farm_is_running(tmp_path: Path) -> None:
+    """A spider written for a farm that no longer answers stops with one clear ERROR line."""
+    from scrapy_politeness._farmcmd import spider_source
+
+    dead = f"127.0.0.1:{_free_port()}"
+    source = spider_source(["http://fast1.farm.test:1/"], {"POLITENESS_DNS_NAMESERVERS": [dead]},
+                           [dead], "python -m scrapy_politeness farm --port 1 --dns-port 2")
+    (tmp_path / "farm.py").write_text(source, encoding="utf-8")
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "from scrapy.crawler import CrawlerProcess\n"
+        "from farm import FarmSpider\n"
+        "process = CrawlerProcess({'ADDONS': {'scrapy_politeness.Addon': 300},"
+        " 'TELNETCONSOLE_ENABLED': False})\n"
+        "crawler = process.create_crawler(FarmSpider)\n"
+        "process.crawl(crawler); process.start()\n"
+        "print('REASON', crawler.stats.get_value('finish_reason'))\n"
+        "print('REQUESTS', crawler.stats.get_value('downloader/request_count'))\n"
+    )
+    env = {**os.environ, "HOME": str(tmp_path)}
+    env.pop("SCRAPY_SETTINGS_MODULE", None)
+    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-4000:]
+    assert f"The demo farm does not answer at {dead}: is the farm running?" in log
+    assert "--port 1 --dns-port 2" in log
+    assert "REASON farm_not_running" in log
+    assert "REQUESTS None" in log  # nothing was sent to a farm that is not there

@@ -3,9 +3,8 @@
 One big host's 40 URLs come first, then 12 small hosts (one IP each) with 3
 URLs each; 8 concurrent requests, 0.5 s per host. A request waiting in the
 gate holds a concurrency slot, so a queue blind to the gate lets the big
-host's waiting requests take the slots while the small hosts idle. The
-politeness bound is T* = 39 * 0.5 s (the big host's 40 starts); times are the
-farm's first-byte arrivals.
+host's waiting requests take the slots while the small hosts idle. Judged by
+the order of the farm's first-byte arrivals, not by durations.
 """
 
 from __future__ import annotations
@@ -21,8 +20,6 @@ INTERVAL = 0.5
 BIG_PAGES = 40
 SMALL_HOSTS = 12
 SMALL_PAGES = 3
-T_STAR = (BIG_PAGES - 1) * INTERVAL
-DAPQ = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 
 
 def _spec() -> dict[str, Any]:
@@ -41,41 +38,43 @@ def _urls(farm: Any, spec: dict[str, Any]) -> list[str]:
     return big + small
 
 
-def _crawl(farm_factory: Any, **extra: Any) -> tuple[float, float]:
+def _crawl(farm_factory: Any) -> list[Any]:
     spec = _spec()
     farm = farm_factory(spec)
     result = run_crawl(_urls(farm, spec), farm_settings(
         farm, CONCURRENT_REQUESTS=8, POLITENESS_DEFAULT=INTERVAL, POLITENESS_FLOOR=INTERVAL,
-        POLITENESS_LATENCY_RISE=100.0, **extra), follow=False)
-    arrivals = farm.arrivals()
+        POLITENESS_LATENCY_RISE=100.0), follow=False)
+    arrivals = sorted(farm.arrivals(), key=lambda a: a.t)
     assert len(arrivals) == BIG_PAGES + SMALL_HOSTS * SMALL_PAGES
     assert result.stat("politeness/dispatched") == len(arrivals)
-    start = min(a.t for a in arrivals)
-    wall = max(a.t for a in arrivals) - start
-    small_done = max(a.t for a in arrivals if a.host != "big.farm.test") - start
-    return wall, small_done
+    return arrivals
 
 
-def test_gate_aware_queue_keeps_the_crawl_at_the_politeness_bound(farm_factory: Any) -> None:
-    """The add-on's queue: close to T*, the small hosts done in the first quarter.
+def _before_last(arrivals: list[Any], big: str) -> int:
+    """How many of the big host's fetches the server saw before the others' last one.
 
-    Scrapy's DownloaderAwarePriorityQueue is run too, for the numbers only: with
-    every host at the same pace its round robin hands each host what it can
-    start, so here it does as well (see the slow-host test for where it does not).
-    """
-    wall, small_done = _crawl(farm_factory)
-    dapq_wall, dapq_small_done = _crawl(farm_factory, SCHEDULER_PRIORITY_QUEUE=DAPQ)
-    for name, (w, done) in {"politeness queue": (wall, small_done),
-                            "DownloaderAwarePriorityQueue": (dapq_wall, dapq_small_done)}.items():
-        print(f"\n{name}: wall {w:.2f}s, T* {T_STAR:.2f}s, ratio {w / T_STAR:.3f}, "
-              f"small hosts done at {done:.2f}s ({done / w:.0%} of the crawl)")
-    assert wall < 1.25 * T_STAR
-    assert small_done < 0.25 * wall
-    assert dapq_wall >= T_STAR - 0.1  # the big host's bucket bounds any queue
+    An order, not a duration: a loaded machine slows both alike. The wall-clock
+    ratios against T* and Scrapy's DownloaderAwarePriorityQueue side by side are
+    the benchmark's head-of-line and slow-head scenarios (``make bench``)."""
+    last_small = max(i for i, a in enumerate(arrivals) if a.host != big)
+    return sum(1 for a in arrivals[:last_small] if a.host == big)
 
 
-def _slow_host_crawl(farm_factory: Any, **extra: Any) -> tuple[float, float]:
-    """A slow host (1 s) whose 12 URLs come first, 12 fast hosts (0.25 s) x 6 URLs."""
+def test_gate_aware_queue_keeps_the_small_hosts_from_waiting_behind_the_big_one(
+        farm_factory: Any) -> None:
+    """The add-on's queue hands the small hosts their slots at once: they are all
+    done while the big host (40 URLs yielded first, 0.5 s apart) is in its first
+    quarter. A queue blind to the gate lets the big host's waiters take the slots."""
+    big_first = _before_last(_crawl(farm_factory), "big.farm.test")
+    print(f"\nbig host fetches before the small hosts' last: {big_first} of {BIG_PAGES}")
+    assert big_first <= BIG_PAGES // 4
+
+
+def test_slow_host_does_not_hold_the_fast_hosts_back(farm_factory: Any) -> None:
+    """Different paces: a slow host (1 s, 12 URLs yielded first) and 12 fast hosts
+    (0.25 s, 6 URLs each; their own bound is 5 x 0.25 s). Round robin hands the slow
+    host more than it can start and its waiters fill the slots; ours does not, so the
+    fast hosts finish within the slow host's first few fetches."""
     small_ips = [f"127.0.0.{i}" for i in range(2, 2 + SMALL_HOSTS)]
     hosts: dict[str, Any] = {"slow.farm.test": {"ip": "127.0.0.14", "kind": "normal",
                                                 "pages": 12}}
@@ -87,25 +86,12 @@ def _slow_host_crawl(farm_factory: Any, **extra: Any) -> tuple[float, float]:
     run_crawl(urls, farm_settings(
         farm, CONCURRENT_REQUESTS=8, POLITENESS_DEFAULT=0.25, POLITENESS_FLOOR=0.25,
         POLITENESS_HOSTS={"slow.farm.test": {"floor": 1.0}},
-        POLITENESS_LATENCY_RISE=100.0, **extra), follow=False)
-    arrivals = farm.arrivals()
+        POLITENESS_LATENCY_RISE=100.0), follow=False)
+    arrivals = sorted(farm.arrivals(), key=lambda a: a.t)
     assert len(arrivals) == 12 + SMALL_HOSTS * 6
-    start = min(a.t for a in arrivals)
-    return (max(a.t for a in arrivals) - start,
-            max(a.t for a in arrivals if a.host != "slow.farm.test") - start)
-
-
-def test_slow_host_does_not_hold_the_fast_hosts_back(farm_factory: Any) -> None:
-    """Different paces: round robin hands the slow host more than it can start, and
-    its waiting requests fill the slots. The fast hosts' own bound is 5 * 0.25 s."""
-    ours = _slow_host_crawl(farm_factory)
-    dapq = _slow_host_crawl(farm_factory, SCHEDULER_PRIORITY_QUEUE=DAPQ)
-    print(f"\nslow host 12 x 1 s (T* 11 s) + 12 fast hosts 6 x 0.25 s (T* 1.25 s): "
-          f"politeness queue wall {ours[0]:.2f}s, fast hosts done at {ours[1]:.2f}s; "
-          f"DownloaderAwarePriorityQueue wall {dapq[0]:.2f}s, fast hosts done at "
-          f"{dapq[1]:.2f}s")
-    assert ours[1] < 1.5 * 1.25
-    assert dapq[1] > 2 * ours[1]
+    slow_first = _before_last(arrivals, "slow.farm.test")
+    print(f"\nslow host fetches before the fast hosts' last: {slow_first} of 12")
+    assert slow_first <= 3
 
 
 def test_pause_and_resume_with_jobdir_fetches_everything_once(farm_factory: Any) -> None:

@@ -51,8 +51,8 @@ def test_log_line_uses_lazy_args(caplog: pytest.LogCaptureFixture) -> None:
     (record,) = caplog.records
     assert record.msg == LOG_FORMAT  # formatted only when emitted
     assert record.getMessage() == (
-        "Politeness: 1 hosts, 3 waiting in the gate (oldest 4.2s); 0 dispatched "
-        "(wait mean 0.00s, max 0.00s); 1 hosts backing off, 0 dead")
+        "Politeness: 1 host, 3 waiting in the gate (oldest 4.2s); 0 dispatched "
+        "(wait mean 0.00s, max 0.00s); 1 host backing off, 0 dead")
 
 
 @pytest.mark.parametrize(
@@ -108,8 +108,8 @@ def test_middleware_log_line_reports_the_oldest_waiter(
         mw.observer.next_log = 25.0  # the line is due
         mw.observer.tick(25.0, mw.gate.waiting, next(iter(mw.driver.waiters.values())))
     assert caplog.records[-1].getMessage() == (
-        "Politeness: 1 hosts, 0 waiting in the gate (oldest 15.0s); 1 dispatched "
-        "(wait mean 2.00s, max 2.00s); 1 hosts backing off, 0 dead")
+        "Politeness: 1 host, 0 waiting in the gate (oldest 15.0s); 1 dispatched "
+        "(wait mean 2.00s, max 2.00s); 1 host backing off, 0 dead")
 
 
 def test_closing_report_lists_the_hosts_that_waited_most(
@@ -153,7 +153,7 @@ def test_report_is_in_the_log_not_the_stats_by_default(caplog: pytest.LogCapture
     with caplog.at_level(logging.INFO, logger="scrapy_politeness.middleware"):
         mw.observer.report()
     assert mw.stats.get_value("politeness/report") is None
-    assert "a.test: 1 requests" in caplog.records[-1].getMessage()
+    assert "a.test: 1 request," in caplog.records[-1].getMessage()
 
 
 def test_report_numbers_carry_no_float_noise(caplog: pytest.LogCaptureFixture) -> None:
@@ -173,3 +173,29 @@ def test_wait_seconds_stat_is_rounded_at_the_end() -> None:
         mw.stats.inc_value("politeness/wait_seconds", 0.1)  # 0.30000000000000004
     mw.observer.report()
     assert mw.stats.get_value("politeness/wait_seconds") == 0.3
+
+
+def test_counts_of_one_are_singular_in_every_line() -> None:
+    """"1 hosts", "1 requests", "1 fetches" read as a bug to a user."""
+    from scrapy_politeness.logstats import plural, report_text
+
+    assert [plural(n, "host") for n in (0, 1, 2)] == ["0 hosts", "1 host", "2 hosts"]
+    assert plural(1, "fetch", "fetches") == "1 fetch"
+    assert plural(5, "fetch", "fetches") == "5 fetches"
+    row = {"host": "a.test", "requests": 1, "waited": 0.0, "interval": 1.0, "backoffs": {},
+           "crawl_delay": 0.0, "dead": False}
+    assert report_text([row]).startswith("  a.test: 1 request, waited")
+    two = LOG_FORMAT % (2, "s", 0, 0.0, 0, 0.0, 0.0, 2, "s", 0)
+    assert two.startswith("Politeness: 2 hosts,")
+    assert "; 2 hosts backing off" in two
+
+
+@pytest.mark.parametrize(("dead_after", "said"), [(1, "for 1 consecutive fetch;"),
+                                                  (3, "for 3 consecutive fetches;")])
+def test_dead_host_warning_counts_fetches_in_english(
+        caplog: pytest.LogCaptureFixture, dead_after: int, said: str) -> None:
+    mw = _middleware(POLITENESS_DEAD_AFTER=dead_after)
+    state = mw.hosts.get("a.test")
+    with caplog.at_level(logging.WARNING, logger="scrapy_politeness"):
+        mw.observer.died(0.0, "a.test", state, 60.0, "politeness: host a.test is dead")
+    assert said in caplog.text

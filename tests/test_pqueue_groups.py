@@ -110,7 +110,7 @@ def test_a_host_whose_name_moves_to_another_ip_follows_it(
     for host in ("a.test", "b.test"):
         on_ip(mw, host, "127.0.7.1")
         q.push(Request(url(host)))
-    mw.ips.spend("127.0.7.1", clock.now, 100.0)  # busy for 100 s
+    mw.ips.set_eligible("127.0.7.1", clock.now + 100.0)  # busy for 100 s
     assert q.pop() is None
     on_ip(mw, "a.test", "127.0.7.2")  # its answer expired; the new one is elsewhere
     r = q.pop()

@@ -186,3 +186,10 @@ def test_a_bad_value_stops_scrapy_crawl_with_its_error_line_first(tmp_path: Path
         log, "ERROR: scrapy-politeness cannot start: POLITENESS_FLOOR must be a number, got 'abc'")
 
 
+
+
+def test_start_line_says_one_fetch_not_one_fetches() -> None:
+    settings = Settings()
+    settings.set("POLITENESS_DEAD_AFTER", 1, priority="project")
+    line = start_line(PolitenessSettings.from_settings(settings), settings)
+    assert "; dead after 1 fetch at the ceiling;" in line

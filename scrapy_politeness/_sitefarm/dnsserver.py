@@ -158,23 +158,27 @@ class DnsTcp(asyncio.Protocol):
 
 
 async def start_dns(
-    state: FarmState, host: str = "127.0.0.1"
+    state: FarmState, host: str = "127.0.0.1", port: int = 0
 ) -> tuple[int, asyncio.DatagramTransport, asyncio.Server]:
-    """Bind UDP and TCP on one free port of ``host``; return (port, udp, tcp)."""
+    """Bind UDP and TCP on one port of ``host`` (0: any free one); return (port, udp, tcp)."""
     loop = asyncio.get_running_loop()
     resolver = DnsResolver(state)
     last_error: OSError | None = None
-    for _ in range(50):
+    for _ in range(1 if port else 50):
         # Let the kernel choose the UDP port, then claim the same number for TCP.
-        udp, _proto = await loop.create_datagram_endpoint(
-            lambda: DnsUdp(resolver), local_addr=(host, 0)
-        )
-        port = int(udp.get_extra_info("sockname")[1])
         try:
-            tcp = await loop.create_server(lambda: DnsTcp(resolver), host, port)
+            udp, _proto = await loop.create_datagram_endpoint(
+                lambda: DnsUdp(resolver), local_addr=(host, port)
+            )
+        except OSError as exc:
+            last_error = exc
+            continue
+        bound = int(udp.get_extra_info("sockname")[1])
+        try:
+            tcp = await loop.create_server(lambda: DnsTcp(resolver), host, bound)
         except OSError as exc:
             last_error = exc
             udp.close()
             continue
-        return port, udp, tcp
-    raise OSError(f"could not bind DNS on {host}: {last_error}")
+        return bound, udp, tcp
+    raise OSError(f"could not bind DNS on {host}:{port or 'any'}: {last_error}")

@@ -75,7 +75,7 @@ async def serve(spec: FarmSpec, out: TextIO = sys.stdout, watch_stdin: bool = Tr
         loop.add_signal_handler(sig, stop.set)
     state = FarmState(spec)
     port, http_servers = await bind_http(SiteHandler(state), spec.ips, spec.port)
-    dns_port, dns_udp, dns_tcp = await start_dns(state)
+    dns_port, dns_udp, dns_tcp = await start_dns(state, port=spec.dns_port)
     control_handler = ControlHandler(state)
     control = await loop.create_server(lambda: HttpConnection(control_handler), "127.0.0.1", 0)
     control_port = int(control.sockets[0].getsockname()[1])

@@ -71,6 +71,7 @@ class FarmSpec:
     dns_ttl: int
     hosts: dict[str, HostSpec]
     dns_negative_ttl: int = 60  # the SOA's TTL and MINIMUM: how long NXDOMAIN may be cached
+    dns_port: int = 0  # 0: any free port; a fixed one keeps a written spider valid
 
     def host(self, name: str) -> HostSpec | None:
         """Look up a host by any spelling (case, trailing dot)."""
@@ -190,6 +191,9 @@ def parse_spec(raw: dict[str, Any]) -> FarmSpec:
     port = _int(raw, "port", 0, "spec")
     if port > 65535:
         raise SpecError(f"spec: port {port} out of range")
+    dns_port = _int(raw, "dns_port", 0, "spec")
+    if dns_port > 65535:
+        raise SpecError(f"spec: dns_port {dns_port} out of range")
     raw_hosts = raw.get("hosts", {})
     if not isinstance(raw_hosts, dict):
         raise SpecError("spec: 'hosts' must be an object")
@@ -200,4 +204,4 @@ def parse_spec(raw: dict[str, Any]) -> FarmSpec:
             raise SpecError(f"spec: duplicate host {name!r}")
         hosts[name] = _parse_host(name, raw_host, ips)
     return FarmSpec(ips=ips, port=port, dns_ttl=_int(raw, "dns_ttl", 300, "spec"), hosts=hosts,
-                    dns_negative_ttl=_int(raw, "dns_negative_ttl", 60, "spec"))
+                    dns_negative_ttl=_int(raw, "dns_negative_ttl", 60, "spec"), dns_port=dns_port)

@@ -10,6 +10,7 @@ host; the local tables then mirror what the backend answered.
 
 from __future__ import annotations
 
-from .base import LateStart, SharedBackend, SharedHost, make_backend
+from .base import LateStart, SharedBackend, SharedHost
+from .factory import make_backend
 
 __all__ = ["LateStart", "SharedBackend", "SharedHost", "make_backend"]

@@ -37,14 +37,15 @@ class _RedisReseed(_RedisConnection):
     _resynced_to: str
 
     def _remember(self, key: str, ip: str | None, delay: float, host: SharedHost,
-                  config: Config, *, slip: float) -> None:
+                  config: Config, *, slip: float, ip_spacing: float | None = None) -> None:
         """Keep our pending bookings, the only copy left if the server loses its state."""
         now = time.monotonic()
         start = now + delay + slip
         interval = config.host_interval(host.adaptive, host.crawl_delay)
         self._booked_hosts[key] = (start, interval)
         if ip is not None and not _is_zero_ip(ip):
-            spacing = max(config.ip_floor, config.host_interval(host.adaptive))
+            spacing = max(config.ip_floor, config.host_interval(host.adaptive)
+                          if ip_spacing is None else ip_spacing)
             self._booked_ips[ip] = max(self._booked_ips.get(ip, 0.0), start + spacing)
         if len(self._booked_hosts) + len(self._booked_ips) > 4096:
             self._forget_past(now)

@@ -9,7 +9,7 @@ from ..policy.shared import SharedHost
 if TYPE_CHECKING:
     from ..policy import Config, Signal
 
-__all__ = ["LateStart", "SharedBackend", "SharedHost", "make_backend"]
+__all__ = ["LateStart", "SharedBackend", "SharedHost"]
 
 
 class LateStart(NamedTuple):
@@ -35,14 +35,16 @@ class SharedBackend(Protocol):
     async def close(self) -> None: ...
 
     async def reserve(self, key: str, ip: str | None, config: Config, *,
-                      crawl_delay: float = 0.0,
-                      slip: float = 0.0) -> tuple[float, SharedHost | None]:
+                      crawl_delay: float = 0.0, slip: float = 0.0,
+                      ip_spacing: float | None = None) -> tuple[float, SharedHost | None]:
         """Atomically: when both the host and the IP buckets permit, book the
         start and spend both at start + ``slip`` (the caller's estimate of how
         late its send leaves); keep the larger of the shared and the caller's
-        ``crawl_delay``. Returns (seconds from now until the booked start,
-        >= 0; the host's shared state, or None when the backend fell back to
-        local buckets and has no shared answer)."""
+        ``crawl_delay``. ``ip_spacing``: what the start spends on the IP (the
+        decoupled IP model's own interval); None: the shared host's clamped
+        interval, at least the IP floor (the coupled model). Returns (seconds
+        from now until the booked start, >= 0; the host's shared state, or None
+        when the backend fell back to local buckets and has no shared answer)."""
         ...
 
     async def feedback(self, key: str, signal: Signal, config: Config,
@@ -74,24 +76,3 @@ class SharedBackend(Protocol):
 
     def abort_waiting(self) -> None:
         """Make reservations still waiting for the backend fail at once (closing)."""
-
-
-def make_backend(url: str, *, namespace: str, on_loss: str, margin: float = 0.01,
-                 idle_margin: float = 60.0) -> SharedBackend | None:
-    """None for ``"memory"``; otherwise the shared backend the URL names.
-
-    ``idle_margin``: how long shared state outlives the last wait it encodes
-    (``POLITENESS_IDLE_TTL``, so Redis forgets a dead host when JOBDIR does).
-    """
-    if url == "memory":
-        return None
-    from .redaction import SCHEMES, normalise_scheme, redact_url
-
-    url = normalise_scheme(url)
-    if url.partition("://")[0] in SCHEMES:
-        from .redis import RedisBackend
-
-        return RedisBackend(url, namespace=namespace, on_loss=on_loss, margin=margin,
-                            idle_margin=idle_margin)
-    raise ValueError(f"POLITENESS_BACKEND must be 'memory' or a redis:// URL, "
-                     f"got '{redact_url(url)}'")

@@ -160,8 +160,8 @@ class RedisBackend(_RedisReseed):
     # -- the three steps -------------------------------------------------
 
     async def reserve(self, key: str, ip: str | None, config: Config, *,
-                      crawl_delay: float = 0.0,
-                      slip: float = 0.0) -> tuple[float, SharedHost | None]:
+                      crawl_delay: float = 0.0, slip: float = 0.0,
+                      ip_spacing: float | None = None) -> tuple[float, SharedHost | None]:
         """See ``SharedBackend.reserve``. ``crawl_delay``: this process's, kept
         if larger than the shared one (a Redis restart forgets it). ``slip``:
         how late after its booked start this process expects its bytes to
@@ -180,6 +180,8 @@ class RedisBackend(_RedisReseed):
             args = [config.default, config.floor, config.ceiling, config.ip_floor,
                     self.margin, self.idle_margin, self._epoch, uuid.uuid4().hex, self.grace,
                     crawl_delay, slip]
+            if ip_spacing is not None:
+                args.append(ip_spacing)
             try:
                 reply = await self._scripts["reserve"](keys=keys, args=args)
                 if reply[0] == b"resync":
@@ -198,7 +200,7 @@ class RedisBackend(_RedisReseed):
             host = SharedHost(_f(reply[1]), _f(reply[2]), _f(reply[3]), _f(reply[4]),
                               int(reply[5]), bool(int(reply[6])), gap=_f(reply[8]))
             self._epoch = reply[7].decode()
-            self._remember(key, ip, delay, host, config, slip=slip)
+            self._remember(key, ip, delay, host, config, slip=slip, ip_spacing=ip_spacing)
             return delay, host
 
     async def feedback(self, key: str, signal: Signal, config: Config,

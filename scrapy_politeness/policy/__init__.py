@@ -8,6 +8,7 @@ from .config import RECOVERIES, Config, Signal, is_failure
 from .decisions import backoff_cause_of, crawl_delay_verdict, retry_after_verdict
 from .failures import FailureKind, backoff_cause, reached_server
 from .gate import Gate, Release
+from .ips import IP_MODELS
 from .keys import host_key, ip_literal
 from .retry_after import (
     ServerDates,
@@ -22,6 +23,7 @@ from .shared import SharedHost, merge_shared
 from .tables import HostState, HostTable, IPTable, Outcome
 
 __all__ = [
+    "IP_MODELS",
     "RECOVERIES",
     "Config",
     "FailureKind",

@@ -52,7 +52,7 @@ class Gate(Generic[T]):
     """
 
     __slots__ = ("_heap", "_host_seq", "_in_flight", "_ip_armed", "_ip_lines",
-                 "_on_ip", "_queues", "_seq", "_waiting", "hosts", "ips", "margin",
+                 "_on_ip", "_queues", "_seq", "_since", "_waiting", "hosts", "ips", "margin",
                  "max_in_flight")
 
     def __init__(self, hosts: HostTable, ips: IPTable, *, margin: float = 0.0,
@@ -69,6 +69,7 @@ class Gate(Generic[T]):
         self._ip_armed: dict[str, int] = {}
         self._ip_lines: dict[str, deque[str]] = {}
         self._on_ip: set[str] = set()
+        self._since: dict[str, float] = {}  # when each host's queue last became non-empty
         self._waiting = 0
 
     # -- queries -----------------------------------------------------------
@@ -84,6 +85,12 @@ class Gate(Generic[T]):
 
     def in_flight(self, key: str) -> int:
         return self._in_flight.get(key, 0)
+
+    def blocked_heads(self) -> list[tuple[str, T]]:
+        """(key, first waiting token) of every host with requests both in flight
+        and waiting: the only hosts a lost in-flight slot can hold up."""
+        return [(key, q[0][0]) for key in self._in_flight
+                if (q := self._queues.get(key))]
 
     def next_event(self) -> float | None:
         """The earliest instant at which :meth:`poll` may release something."""
@@ -105,6 +112,8 @@ class Gate(Generic[T]):
             q = self._queues[key] = deque()
         q.append((token, ip))
         self._waiting += 1
+        if len(q) == 1:
+            self._since[key] = now
         if len(q) == 1 and key not in self._host_seq and key not in self._on_ip:
             self._schedule_host(key, self._host_ready(key))
 
@@ -144,6 +153,7 @@ class Gate(Generic[T]):
         """Remove and return every waiting request of ``key``."""
         q = self._queues.pop(key, None)
         self._host_seq.pop(key, None)
+        self._since.pop(key, None)
         if key in self._on_ip:  # in line behind its head request's IP: leave the line
             self._on_ip.discard(key)
             ip = q[0][1] if q else None
@@ -162,6 +172,7 @@ class Gate(Generic[T]):
         """Remove and return every waiting request (spider closing)."""
         tokens = [token for q in self._queues.values() for token, _ in q]
         self._queues.clear()
+        self._since.clear()
         self._heap.clear()
         self._host_seq.clear()
         self._ip_armed.clear()
@@ -249,7 +260,7 @@ class Gate(Generic[T]):
                   released: list[Release[T]]) -> None:
         token, ip = q.popleft()
         self._waiting -= 1
-        interval = self.hosts.start(key, now)
+        interval = self.hosts.start(key, now, self._since.get(key, now))
         if ip is not None:
             self.ips.spend(ip, now, self.hosts.get(key).ip_interval())
         if self.max_in_flight:
@@ -260,3 +271,4 @@ class Gate(Generic[T]):
                 self._schedule_host(key, self._host_ready(key))
         else:
             del self._queues[key]
+            del self._since[key]

@@ -10,91 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import Config, Signal, is_failure
+from .ips import IPTable
 from .recovery import fast_step
 from .retry_after import ServerDates
 
 __all__ = ["HostState", "HostTable", "IPTable", "Outcome"]
-
-
-def _is_zero_ip(ip: str | None) -> bool:
-    return not ip or ip == "0.0.0.0" or ip == "::"
-
-
-class IPTable:
-    """The shared per-IP state: one next-eligible instant per address.
-
-    Many hosts can resolve to one address (shared hosting, a CDN); hammering
-    that machine through a hundred vhosts is what the host bucket alone cannot
-    catch. Instants are seconds on the caller's clock.
-    """
-
-    __slots__ = ("_next", "floor")
-
-    def __init__(self, floor: float) -> None:
-        if floor < 0:
-            raise ValueError(f"IPTable floor must not be negative, got {floor!r}")
-        self.floor = floor
-        self._next: dict[str, float] = {}
-
-    def __len__(self) -> int:
-        return len(self._next)
-
-    def eligible_at(self, ip: str | None) -> float:
-        """The instant ``ip`` may next be fetched; 0 when unknown or unresolved."""
-        if _is_zero_ip(ip):
-            return 0.0
-        return self._next.get(ip, 0.0)  # type: ignore[arg-type]
-
-    def spend(self, ip: str | None, now: float, interval: float) -> None:
-        """Record a fetch to ``ip`` starting at ``now`` by a host at ``interval``.
-
-        Pushes the IP's next-eligible to ``now + max(floor, interval)``; never
-        moves it backwards. A no-op for the zero or unknown IP.
-        """
-        if _is_zero_ip(ip):
-            return
-        spacing = interval if interval > self.floor else self.floor
-        nxt = now + spacing
-        cur = self._next.get(ip, 0.0)  # type: ignore[arg-type]
-        if nxt > cur:
-            self._next[ip] = nxt  # type: ignore[index]
-
-    def lower(self, ip: str | None, now: float, interval: float) -> None:
-        """Move ``ip``'s next-eligible back to ``now + max(floor, interval)`` if that
-        is sooner.
-
-        The one way back, for a caller that learnt the fetch it spent for reached
-        the server no later than ``now`` (its answer came back) and that nothing
-        else spent the IP since.
-        """
-        if _is_zero_ip(ip):
-            return
-        spacing = interval if interval > self.floor else self.floor
-        nxt = now + spacing
-        if nxt < self._next.get(ip, 0.0):  # type: ignore[arg-type]
-            self._next[ip] = nxt  # type: ignore[index]
-
-    def items(self) -> list[tuple[str, float]]:
-        """Every tracked IP with its next-eligible instant (for saving with JOBDIR)."""
-        return list(self._next.items())
-
-    def set_eligible(self, ip: str, at: float) -> None:
-        """Let ``ip`` start no earlier than ``at`` (a restored wait); never moves it backwards."""
-        if not _is_zero_ip(ip) and at > self._next.get(ip, 0.0):
-            self._next[ip] = at
-
-    def evict(self, cutoff: float) -> int:
-        """Drop IPs whose next-eligible instant is at or before ``cutoff``.
-
-        Such an IP's bucket is full again, so forgetting it changes no
-        decision. Returns the number evicted.
-        """
-        stale = [ip for ip, nxt in self._next.items() if nxt <= cutoff]
-        for ip in stale:
-            del self._next[ip]
-        if len(stale) > len(self._next):  # a dict never shrinks on deletion: rebuild it
-            self._next = dict(self._next)
-        return len(stale)
 
 
 @dataclass(slots=True)
@@ -126,6 +46,10 @@ class HostState:
     gap: float = 0.0  # start-to-start time before the last start (0: none yet)
     fail_cost: float = 0.0  # what the last failure cost (its pause), seconds
     dates: ServerDates | None = None  # its recent Date headers (HTTP-date Retry-After)
+    # Set by the scheduler queue when it hands a request out: since when the
+    # host has had requests waiting there, and how many are left (-1: unknown).
+    queued_since: float = float("inf")
+    backlog: int = -1
 
     def interval(self) -> float:
         """The clamped interval in force now."""
@@ -198,11 +122,26 @@ class HostTable:
     def peek(self, key: str) -> HostState | None:
         return self._hosts.get(key)
 
-    def start(self, key: str, now: float) -> float:
-        """Record a fetch start; returns the interval it was spaced by."""
+    def start(self, key: str, now: float, since: float = float("inf")) -> float:
+        """Record a fetch start; returns the interval it was spaced by.
+
+        ``since``: when the request (or one of its host before it) has been
+        waiting; with the scheduler queue, ``state.queued_since`` says the same.
+        The gap kept for the recovery is the host's own: from its last start to
+        when its own bucket and its waiting request let it go. A start held
+        past that by another bucket (its IP, busy with other vhosts) ran at the
+        pace the host's controller chose, not at the wider gap the IP made.
+        """
         state = self.get(key)
         if state.last_start > float("-inf"):
-            state.gap = now - state.last_start
+            queued = state.queued_since
+            own = state.eligible_at()
+            if queued < since:
+                since = queued
+            if since > own:
+                own = since
+            state.gap = (own if own < now else now) - state.last_start
+        state.queued_since = float("inf")
         state.last_start = now
         state.touched = now
         return state.interval()

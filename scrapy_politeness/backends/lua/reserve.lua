@@ -9,6 +9,8 @@
 --       epoch (the client's, '' at first) new_epoch grace
 --       crawl_delay (the client's: the larger one is kept, a restart forgets it)
 --       slip (how late after its booked start the client expects to send)
+--       ip_spacing (optional: the decoupled IP model's own spacing, IPTable.spacing;
+--       absent: the coupled model, max(ip_floor, the clamped adaptive))
 -- Returns: {delay, adaptive, crawl_delay, not_before_in, latency, streak, dead, epoch, gap}
 --          (gap: this booking's start-to-start time, 0 for a host's first),
 --          or {'resync', epoch}, or {'wait', seconds, epoch} (nothing booked)
@@ -59,6 +61,7 @@ end
 if client_epoch ~= '' and client_epoch ~= epoch then return {'resync', epoch} end
 if hold > now then return {'wait', fmt(hold - now), epoch} end
 
+local own_start = start  -- when the host's own bucket lets it go (HostTable.start)
 local ip_next = nil
 if KEYS[3] then
   ip_next = tonumber(redis.call('GET', KEYS[3]))
@@ -67,14 +70,15 @@ end
 
 -- Spend both at the real send the client expects (start + slip), so the next
 -- booking of any process is spaced from when the bytes leave, not from the
--- plan. IPTable.spend: next = sent + max(ip_floor, ip_interval), never
--- backwards; the IP interval is the clamped adaptive WITHOUT the crawl-delay.
+-- plan. IPTable.spend: next = sent + spacing, never backwards; coupled, the
+-- spacing is max(ip_floor, the clamped adaptive WITHOUT the crawl-delay).
 local sent = start + slip
 redis.call('HSET', KEYS[1], 'last_start', fmt(sent), 'crawl_delay', fmt(crawl_delay))
--- The pace the server sees, for the fast recovery (feedback.lua).
+-- The pace the host's controller chose, for the fast recovery (feedback.lua):
+-- a start held later by the IP (busy with other vhosts) is judged at its own.
 local gap = 0
 if last_start then
-  gap = sent - last_start
+  gap = own_start + slip - last_start
   redis.call('HSET', KEYS[1], 'gap', fmt(gap))
 end
 local keep = ceiling
@@ -85,8 +89,11 @@ redis.call('PEXPIRE', KEYS[1], math.ceil((keep + idle) * 1000))
 
 local horizon = sent + interval
 if KEYS[3] then
-  local spacing = clamp(adaptive, 0)
-  if ip_floor > spacing then spacing = ip_floor end
+  local spacing = tonumber(ARGV[12])
+  if not spacing then
+    spacing = clamp(adaptive, 0)
+    if ip_floor > spacing then spacing = ip_floor end
+  end
   local nxt = sent + spacing
   if not ip_next or nxt > ip_next then
     redis.call('SET', KEYS[3], fmt(nxt), 'PX', math.ceil((nxt - now + idle) * 1000))
