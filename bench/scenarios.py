@@ -268,6 +268,40 @@ def reissue(quick: bool) -> Scenario:
                     configs=("plugin", "plugin+reissue-960"))
 
 
+def conn_setup(setup: float, quick: bool) -> Scenario:
+    """Vhosts sharing IPs on a network where a new connection costs ``setup`` s.
+
+    The farm reads a new connection's first request ``setup`` after it came
+    (TCP, then TLS, on a long path); kept-alive requests arrive at once.
+    """
+    n_hosts, per_host = (8, 4) if quick else (8, 10)
+    ips = ["127.0.0.2", "127.0.0.3"]
+    hosts = {f"c{i}.{DOMAIN}": {"ip": ips[i % 2], "kind": "normal", "pages": per_host,
+                                "setup": setup} for i in range(n_hosts)}
+    urls = [(h, p) for p in _pages(per_host) for h in hosts]
+    return Scenario(f"conn-setup-{setup:g}",
+                    f"{n_hosts} vhosts on 2 IPs x {per_host} URLs, connection set-up {setup:g} s",
+                    {"ips": ips, "hosts": hosts}, urls, interval=0.5, ip_floor=0.25,
+                    configs=("plugin", "delay"),
+                    # judged by the coupled rule (an IP spaced by its hosts' interval):
+                    # this bench's judge; tests/test_conn_setup.py judges the default
+                    extra={"POLITENESS_IP_MODEL": "coupled"})
+
+
+def dead_host(quick: bool) -> Scenario:
+    """A healthy host beside one that only answers 503, dead at the default
+    ceiling after its first answer: the crawl must close with the healthy one."""
+    per_host = 8 if quick else 20
+    hosts = {f"ok.{DOMAIN}": {"ip": "127.0.0.2", "kind": "normal", "pages": per_host},
+             f"dead.{DOMAIN}": {"ip": "127.0.0.3", "kind": "always_503", "pages": per_host}}
+    urls = [(h, p) for p in _pages(per_host) for h in hosts]
+    return Scenario("dead-host", f"a healthy host and an always-503 one, {per_host} URLs each "
+                    "(dead after its first 503: POLITENESS_BACKOFF 200, POLITENESS_DEAD_AFTER 1)",
+                    {"ips": ["127.0.0.2", "127.0.0.3"], "hosts": hosts}, urls,
+                    interval=0.5, ip_floor=0.25, configs=("plugin",),
+                    extra={"POLITENESS_BACKOFF": 200.0, "POLITENESS_DEAD_AFTER": 1})
+
+
 # "plugin-bracket": the bracket search without the round-pace prior, the plugin's
 # recovery before it (POLITENESS_RECOVERY = "bracket"), side by side with the default.
 GRID_CONFIGS = ("plugin", "plugin-bracket", "autothrottle")
@@ -289,6 +323,9 @@ SCENARIOS = {"broad": broad, "shared-ip": shared_ip, "head-of-line": head_of_lin
              "slow-head": slow_head, "rate-limited": rate_limited,
              "crawl-delay-head": crawl_delay_head, "many-hosts": many_hosts,
              "limit-drop": limit_drop, "reissue-960": reissue,
+             "conn-setup-0.3": lambda quick: conn_setup(0.3, quick),
+             "conn-setup-0.7": lambda quick: conn_setup(0.7, quick),
+             "dead-host": dead_host,
              **{name: _grid_cell(name) for name in RATE_GRID}}
 # --only groups; a plain `python -m bench` runs the subset, not the whole grid.
 GROUPS = {"rate-grid": tuple(RATE_GRID), "rate-subset": RATE_SUBSET,

@@ -55,6 +55,7 @@ class Drops:
         """``key`` was declared dead (here or by another crawler): drop its waiters."""
         self.reasons[key] = reason
         self.driver.drop_host(key, reason, STATS + "dropped/dead")
+        self.driver.retime(key)  # the scheduler queue hands its requests out now, to be dropped
 
     def died_here(self, now: float, key: str, state: HostState, interval: float) -> None:
         fetches = plural(self.hosts.dead_after, "fetch", "fetches")
@@ -72,6 +73,7 @@ class Drops:
             self.reasons[key] = reason
             self.observer.parked(now, key, until, reason, first=first)
         self.driver.drop_host(key, reason, STATS + "dropped/parked")
+        self.driver.retime(key)  # the scheduler queue hands its requests out now, to be dropped
 
     def prune(self, now: float) -> None:
         """Forget the reasons of hosts neither dead nor parked any more (or evicted)."""

@@ -8,6 +8,7 @@ instants its buckets allow, so the two never disagree.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from .failures import NameNotResolvedError
 from .meta import bucket_of, bypasses
 from .observer import STATS
 from .policy import ip_literal
+from .proxies import ProxyRoutes
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -52,6 +54,14 @@ class Hint:  # not frozen: built per queue look-up, and a frozen one costs 5x to
     ip_interval: float
 
 
+def loop_now() -> float:
+    """Now on the event loop's clock (``time.monotonic`` without a running loop)."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
 class GateView:
     """Keys, addresses and the gate's view of a request, for one crawler."""
 
@@ -63,10 +73,17 @@ class GateView:
         self.dns = dns
         self.keys = keys
         self.stats = stats
+        self.routes = ProxyRoutes()  # names a proxy resolves: no DNS failure for the queue
+        self.now = loop_now  # the clock the gate's instants are on (tests replace it)
 
     def hint(self, request: Request) -> Hint | None:
         """The gate's view of ``request`` without waiting (no DNS query: an
-        uncached name has no IP yet). None for requests the gate ignores."""
+        uncached name has no IP yet). None for requests the gate ignores.
+
+        A request the middleware will fail or drop at once (a name known not
+        to resolve and no proxy to carry it, a dead or parked host) is ready now and
+        spaces nothing: the queue hands such requests out without delay, so
+        they never hold the crawl open at their host's pace."""
         key = self.queue_key(request)
         if key == IGNORED:
             return None
@@ -78,8 +95,13 @@ class GateView:
         ip = self.dns.lookup(hostname)
         if ip is DnsCache.MISS:  # an IP literal needs no DNS
             ip = ip_literal(hostname)
+        elif ip is None and not self.routes.carries(hostname):
+            return Hint(key, None, 0.0, 0.0, 0.0, 0.0)  # fails at once in the middleware
         ip = self.keys.ip_bucket(ip if isinstance(ip, str) else None)
         state = self.hosts.peek(key)
+        if state is not None and (state.dead or (state.parked_until
+                                                 and state.parked_until > self.now())):
+            return Hint(key, None, 0.0, 0.0, 0.0, 0.0)  # dropped at once in the middleware
         margin = self.settings.send_margin
         if state is None:
             config = self.settings.config_for(key)
@@ -111,9 +133,12 @@ class GateView:
         the gate ignores it): :meth:`hint`'s key, without the rest of the hint."""
         parsed = urlparse_cached(request)
         hostname = parsed.hostname
-        if not hostname or parsed.scheme not in NETWORK_SCHEMES or bypasses(request.meta):
+        meta = request.meta
+        if not hostname or parsed.scheme not in NETWORK_SCHEMES or bypasses(meta):
             return IGNORED
-        return bucket_of(request.meta, strict=False) or self.keys.key(hostname)
+        if "proxy" in meta:
+            self.routes.seen(hostname, meta)
+        return bucket_of(meta, strict=False) or self.keys.key(hostname)
 
     def request_key(self, request: Request, hostname: str) -> str | None:
         """The request's host bucket; None when it bypasses the gate (docs/reference/meta.md)."""
@@ -138,23 +163,33 @@ class GateView:
             self.dns.pin(hostname, ip)
 
     async def address(self, hostname: str, key: str, loop: asyncio.AbstractEventLoop,
-                      check: Callable[[str, float], None], *, ask_again: bool = False) -> str:
+                      check: Callable[[str, float], None], *, ask_again: bool = False,
+                      proxied: bool = False) -> str | None:
         """The IP the request will be accounted to; a name that does not resolve
         (fresh or from the negative cache) fails here, before the gate. ``check``
         raises for a host that must not wait (dead, parked, closing), also
         after the lookup: it may have died meanwhile. ``ask_again`` (a retried
-        request): a transient failure in the cache is asked again."""
+        request): a transient failure in the cache is asked again.
+
+        A ``proxied`` request never fails here: the proxy resolves its target,
+        so a name that does not resolve locally is spaced by its host alone
+        (None: no IP bucket)."""
         check(key, loop.time())
         ip = self.dns.lookup(hostname)
         if ip is None and ask_again and self.dns.transient(hostname):
             ip = DnsCache.MISS
         if ip is DnsCache.MISS:
             ip = await self.dns.resolve(hostname, ask_again=ask_again)
-            if ip is None:
+            if ip is None and not proxied:
                 raise self.not_resolved(hostname, cached=False)
             check(key, loop.time())
+            if ip is None:
+                self.stats.inc_value(STATS + "proxy/host_only")
+                return None
         elif ip is None:  # the negative cache: fail at once, never wait in the gate
-            raise self.not_resolved(hostname, cached=True)
+            if not proxied:
+                raise self.not_resolved(hostname, cached=True)
+            self.stats.inc_value(STATS + "proxy/host_only")
         return ip  # type: ignore[return-value]
 
     def not_resolved(self, hostname: str, *, cached: bool) -> NameNotResolvedError:

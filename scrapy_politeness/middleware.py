@@ -39,11 +39,8 @@ from .grouping import HostKeys
 from .jobstate import JobState
 from .observer import STATS, Observer
 from .outcomes import Outcomes
-from .policy import (
-    Gate,
-    HostTable,
-    IPTable,
-)
+from .policy import Gate, HostTable, IPTable
+from .proxies import is_proxied
 from .robots import CrawlDelays
 from .robotsfetch import RobotsPrefetch
 from .settings import PolitenessSettings
@@ -180,7 +177,8 @@ class PolitenessMiddleware:
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
         ip = await self.view.address(hostname, key, loop, self.drops.check,
-                                     ask_again="retry_times" in request.meta)
+                                     ask_again="retry_times" in request.meta,
+                                     proxied=is_proxied(request))
         submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
         booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
@@ -206,7 +204,7 @@ class PolitenessMiddleware:
             release, covered = await self.shared.reserve(release, state, loop)
             if state.dead:  # declared dead by another crawler while this one waited
                 self.drops.check(key, loop.time())  # raises: its slot is freed above
-        if self.settings.dns_pin:
+        if self.settings.dns_pin and ip is not None:
             self.dns.pin(hostname, ip)
         dispatch.at, dispatch.covered = release.at, covered
         now = loop.time()

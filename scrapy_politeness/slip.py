@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .connections import Connections
 from .policy.stalls import RecentSends
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ class Dispatch:
     covered: float = math.inf  # how late a start the shared booking already spent for
     spent: float = math.nan  # the host's last start this send left (see SendSlip.sent)
     ip_next: float = math.nan  # the IP's next-eligible instant this send left
+    cold: bool = False  # sent with no kept-alive connection of its host known idle
 
 
 class SendSlip:
@@ -69,6 +71,7 @@ class SendSlip:
         self.turn_began = 0.0  # when the tick of the current turn ran
         self._ticking = False
         self._first_tick = False
+        self.conns = Connections()
 
     def spend(self, state: HostState, ip: str | None, at: float) -> None:
         """Spend the host and IP buckets at ``at`` (never backwards).
@@ -84,6 +87,11 @@ class SendSlip:
         """Remember a send until it is written, so a long turn that holds it can
         move it, and (without a shared backend) what it spent, so its answer can
         tell whether anything spent the buckets since."""
+        if self.conns.cold(dispatch.key):  # its server reads it only after the set-up
+            dispatch.cold = True
+            setup = self.conns.setup_of(dispatch.ip)
+            if setup > 0.0:
+                self.spend(state, dispatch.ip, now + setup)
         if self.shared is None:
             dispatch.spent = state.last_start
             dispatch.ip_next = self.ips.eligible_at(dispatch.ip)
@@ -181,6 +189,8 @@ class SendSlip:
         if state is None:
             return
         usual = state.latency  # the smoothed latency of the earlier fetches (0: none yet)
+        self.conns.answered(dispatch.key, dispatch.ip, dispatch.cold, latency - usual)
+        dispatch.cold = False  # headers once: the connection's set-up is learnt
         arrived = now - (usual if usual < latency else latency)
         if self.shared is not None:
             self.spend(state, dispatch.ip, arrived)

@@ -34,6 +34,7 @@ from scrapy.exceptions import IgnoreRequest
 from .failures import classify_exception
 from .observer import STATS
 from .policy import reached_server, retry_after_seen
+from .proxies import ProxyFailures
 from .scrapy_internals import downloader_active
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class Tickets:
         self.hosts = hosts
         self.stats = crawler.stats
         self.held: dict[Request, Dispatch] = {}
+        self.proxy = ProxyFailures(self.stats, driver.done)  # outcomes that are the proxy's
         crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
         crawler.signals.connect(self._left, signal=signals.request_left_downloader)
 
@@ -79,6 +81,8 @@ class Tickets:
         dispatch = self.held.pop(request, None)
         if dispatch is None:
             return
+        if self.proxy.answered(request, response.status, dispatch.key):
+            return  # the proxy's own answer (407): the site was never asked
         loop = self.driver.loop
         assert loop is not None
         now = loop.time()  # an HTTP-date is measured on the server's clock
@@ -94,6 +98,8 @@ class Tickets:
         if isinstance(exception, IgnoreRequest) or not isinstance(exception, Exception):
             self.driver.done(dispatch.key)  # dropped, or cancelled: no outcome
             return
+        if self.proxy.raised(request, exception, dispatch.key):
+            return  # the proxy failed: nothing to learn about the site
         kind = classify_exception(exception)
         if not reached_server(kind):  # no server saw it: nothing to back off from
             self.stats.inc_value(STATS + kind.value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,8 @@ class CrawlResult:
 def run_crawl(urls: list[str], settings: dict[str, Any], *, follow: bool = True,
               timeout: float = 180.0, check: bool = True, errback: bool = False,
               meta: dict[str, Any] | None = None,
-              spider_args: dict[str, Any] | None = None) -> CrawlResult:
+              spider_args: dict[str, Any] | None = None,
+              env: dict[str, str] | None = None) -> CrawlResult:
     with tempfile.TemporaryDirectory(prefix="crawl-") as tmp:
         job = {
             "urls": urls,
@@ -42,7 +44,8 @@ def run_crawl(urls: list[str], settings: dict[str, Any], *, follow: bool = True,
         job_path = Path(tmp, "job.json")
         job_path.write_text(json.dumps(job), encoding="utf-8")
         proc = subprocess.run([sys.executable, str(SCRIPT), str(job_path)],
-                              capture_output=True, text=True, timeout=timeout, check=False)
+                              capture_output=True, text=True, timeout=timeout, check=False,
+                              env=None if env is None else {**os.environ, **env})
         stats_path = Path(job["stats_out"])
         if check and (proc.returncode != 0 or not stats_path.exists()):
             raise AssertionError(f"crawl failed ({proc.returncode}):\n{proc.stderr[-6000:]}")

@@ -53,8 +53,9 @@ def _crawler(**settings: Any) -> Any:
 @pytest.fixture
 def mw() -> PolitenessMiddleware:
     """The real middleware; names not set with ``on_ip`` count as looked up with no
-    answer, so no query leaves the machine (``test_new_name_waits_for_its_lookup``
-    covers the lookup itself)."""
+    answer and carried by a proxy (spaced by their host alone), so no query leaves
+    the machine (``test_new_name_waits_for_its_lookup`` covers the lookup itself;
+    ``test_a_name_that_fails_is_handed_out_at_once``, a name with no proxy)."""
     middleware = PolitenessMiddleware.from_crawler(_crawler())
     real_lookup = middleware.dns.lookup
 
@@ -63,6 +64,7 @@ def mw() -> PolitenessMiddleware:
         return None if found is DnsCache.MISS else found
 
     middleware.dns.lookup = lookup  # type: ignore[method-assign]
+    middleware.view.routes.carries = lambda hostname: True  # type: ignore[method-assign]
     middleware.crawler._test_middlewares = [middleware]  # type: ignore[attr-defined]
     return middleware
 
@@ -709,3 +711,62 @@ def test_hosts_sharing_an_ip_take_turns(mw: PolitenessMiddleware, clock: Clock) 
         mw.hosts.get(host).last_start = clock.now
         served[host] += 1
     assert served == {"a.test": 4, "b.test": 4, "c.test": 4}
+
+
+def test_a_name_that_fails_is_handed_out_at_once(mw: PolitenessMiddleware, clock: Clock) -> None:
+    """A name known not to resolve (and no proxy to carry it) fails in the
+    middleware at once: the queue hands all its requests out now, not one per
+    host interval (they held a crawl open for their host's pace)."""
+    mw.view.routes.carries = lambda hostname: hostname == "internal.test"  # type: ignore[method-assign]
+    q = _queue(mw.crawler)
+    for n in range(5):
+        q.push(Request(url("nx.test", n)))
+    for n in range(2):
+        q.push(Request(url("internal.test", n)))
+    start = clock.now
+    for _ in range(5 + 1):  # every failing one, and the proxied name's first
+        assert q.pop() is not None
+    assert clock.now == start
+    assert q.pop() is None  # the proxied name's second waits for its host's interval
+    assert take(q) is not None
+    assert clock.now == pytest.approx(start + INTERVAL)
+
+
+def test_a_dead_hosts_requests_are_handed_out_at_once(
+        mw: PolitenessMiddleware, clock: Clock) -> None:
+    """With the default ceiling too: the middleware drops them, so they must not
+    wait for the dead host's interval (at the ceiling) in the queue."""
+    crawler = _crawler()
+    mw = PolitenessMiddleware.from_crawler(crawler)
+    crawler._test_middlewares = [mw]  # type: ignore[attr-defined]
+    on_ip(mw, "dead.test", "127.0.9.1")
+    state = mw.hosts.get("dead.test")
+    state.adaptive = mw.settings.config.ceiling  # the default 60 s
+    ready_at(mw, "dead.test", clock.now + 60)
+    q = _queue(crawler)
+    for n in range(4):
+        q.push(Request(url("dead.test", n)))
+    assert q.pop() is None  # alive: it waits for its interval
+    state.dead = True
+    mw.driver.retime("dead.test")
+    for _ in range(4):
+        assert q.pop() is not None
+    assert q.pop() is None
+
+
+def test_a_parked_hosts_requests_are_handed_out_at_once(
+        mw: PolitenessMiddleware, clock: Clock) -> None:
+    """A host parked (a Retry-After above the limit) has its requests dropped by
+    the middleware: the queue hands them out now, not one per interval."""
+    mw.view.now = clock  # type: ignore[method-assign]
+    on_ip(mw, "parked.test", "127.0.9.1")
+    q = _queue(mw.crawler)
+    for n in range(4):
+        q.push(Request(url("parked.test", n)))
+    assert take(q) is not None
+    start = clock.now
+    assert q.pop() is None  # its next waits for the interval
+    mw.drops.park("parked.test", clock.now, clock.now + 3600, "parked for the test")
+    for _ in range(3):
+        assert q.pop() is not None
+    assert clock.now == start

@@ -47,3 +47,6 @@ class ControlHandler:
 
     def bad_request(self, bad: BadRequest, conn: ConnInfo) -> Response:
         return _json(400, {"error": bad.reason})
+
+    def setup_delay(self, req: Request) -> float:
+        return 0.0  # the control endpoint is local: no network to set up

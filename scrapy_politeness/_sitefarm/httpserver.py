@@ -40,6 +40,10 @@ class Handler(Protocol):
         """Answer an unparsable request (the connection is closed afterwards)."""
         ...
 
+    def setup_delay(self, req: Request) -> float:
+        """How long a new connection takes to set up before ``req``, its first, is read."""
+        ...
+
 
 class HttpConnection(asyncio.Protocol):
     """One accepted TCP connection."""
@@ -52,6 +56,7 @@ class HttpConnection(asyncio.Protocol):
         self._worker: asyncio.Task[None] | None = None
         self._conn = ConnInfo(0, "")
         self._finished = False  # set once we decided to close; later bytes are ignored
+        self._fresh = True  # no request handled yet: the connection's set-up is still due
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
@@ -82,6 +87,9 @@ class HttpConnection(asyncio.Protocol):
                 self._send(self._handler.bad_request(item, self._conn), False, False)
                 self._queue.clear()
                 return
+            if self._fresh:
+                self._fresh = False
+                await self._set_up(item)
             try:
                 resp = await self._handler.handle(item, self._conn)
             except Exception:  # a handler bug must not kill the connection silently
@@ -92,6 +100,16 @@ class HttpConnection(asyncio.Protocol):
             if not keep_alive:
                 self._queue.clear()
                 return
+
+    async def _set_up(self, req: Request) -> None:
+        """A real network's TCP (and TLS) handshake: the server reads the first
+        request of a new connection only ``setup_delay`` after the client sent
+        it; its arrival is stamped then, as a server there would see it."""
+        delay = self._handler.setup_delay(req)
+        if delay > 0:
+            await asyncio.sleep(delay)
+            req.t += delay
+            req.wall += delay
 
     def _send(self, resp: Response, keep_alive: bool, head: bool) -> None:
         if not keep_alive:

@@ -77,6 +77,10 @@ class SiteHandler:
         self._record(req.t, req.wall, name, conn, path=req.origin_target, status=resp.status)
         return resp
 
+    def setup_delay(self, req: Request) -> float:
+        host = self._state.spec.hosts.get(normalise_host(req.host))
+        return 0.0 if host is None else host.setup
+
     def bad_request(self, bad: BadRequest, conn: ConnInfo) -> Response:
         self._record(bad.t, bad.wall, "", conn, path="", status=400)
         return error(400)

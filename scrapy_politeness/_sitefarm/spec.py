@@ -52,6 +52,7 @@ class HostSpec:
     ttl: int | None = None
     ipv6: str | None = None
     dns: DnsFault | None = None
+    setup: float = 0.0  # a new connection's first request is read this long after it came
 
     def robots_txt(self) -> str:
         """The robots.txt body this host serves."""
@@ -180,6 +181,7 @@ def _parse_host(name: str, raw: Any, farm_ips: tuple[str, ...]) -> HostSpec:
         ttl=None if ttl is None else _int(raw, "ttl", 0, what),
         ipv6=None if raw.get("ipv6") is None else str(raw["ipv6"]),
         dns=_parse_dns(raw.get("dns"), what),
+        setup=_number(raw, "setup", 0.0, what),
     )
 
 
