@@ -106,10 +106,10 @@ def config_text(spec: NginxSpec, root: Path, port: int) -> str:
                       "    location @refused {",
                       f"      add_header Retry-After {v.retry_after} always;",
                       "      return 429 'rate limited\\n';", "    }"]
-        # Content from a file: a ``return`` would answer in the rewrite phase,
-        # before limit_req (preaccess) ever counted the request.
-        lines += [f"    location / {{ root {root}/www; default_type text/html; "
-                  "try_files /page =404; }", "  }"]
+        # A content-phase answer: a ``return`` would answer in the rewrite phase,
+        # before limit_req (preaccess) ever counted the request; empty_gif reads
+        # no file (the workers run as nobody when started as root).
+        lines += ["    location / { empty_gif; }", "  }"]
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -157,12 +157,6 @@ class NginxFarm:
 
     def __enter__(self) -> NginxFarm:
         self.root.mkdir(parents=True, exist_ok=True)
-        (self.root / "www").mkdir(exist_ok=True)
-        (self.root / "www" / "page").write_text("<html><body>page</body></html>\n",
-                                                encoding="utf-8")
-        # Started as root, nginx's workers run as nobody: they must read the page.
-        for path in (self.root, self.root / "www", self.root / "www" / "page"):
-            path.chmod(0o755)
         self.conf.write_text(config_text(self.spec, self.root, self.port), encoding="utf-8")
         self.hosts_file.write_text("".join(f"{v.ip} {v.name}\n" for v in self.spec.vhosts),
                                    encoding="utf-8")
@@ -198,6 +192,8 @@ class NginxFarm:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
+            if self._proc.stderr is not None:
+                self._proc.stderr.close()
             self._proc = None
 
     def log(self) -> list[tuple[float, str, int, str]]:
