@@ -218,7 +218,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         try:
             reply: list[Any] = self._scripts["pop"](args=[
                 self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
-                LEAD, slip, _CLAIM, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips])
+                LEAD, slip, _CLAIM, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips,
+                self._settings.ip_model])
         except Exception:  # Redis away: the next pop carries them again
             self._acks[:0] = acks
             self._routes.give_back(ips)

@@ -215,7 +215,7 @@ class SharedSync:
             self.stats.inc_value("politeness/shared/late_starts_with_feedback")
         task = self._spawn(self.backend.feedback(key, signal, state.config,
                                                  self.hosts.dead_after, gap=state.gap,
-                                                 late=late))
+                                                 late=late, backlog=state.backlog))
         task.add_done_callback(lambda t: self._feedback_done(key, t))
 
     def _feedback_done(self, key: str, task: asyncio.Task[SharedHost]) -> None:

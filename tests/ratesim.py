@@ -55,11 +55,12 @@ class Run:
 
 def crawl(config: Config, server: TokenBucket, pages: int, *, latency: float = 0.01,
           limits: dict[int, float] | None = None, table: HostTable | None = None,
-          now: float = 0.0, slip: float = 0.0) -> Run:
+          now: float = 0.0, slip: float = 0.0, backlog: bool = False) -> Run:
     """Fetch ``pages`` pages, retrying each 429 until it is served; ``table`` and
     ``now`` continue a crawl (a resumed one) instead of starting afresh. Each
     start goes ``slip`` after its buckets permit (the send margin and loop
-    slip of a real crawl: the gap is the interval plus that)."""
+    slip of a real crawl: the gap is the interval plus that). ``backlog``: the
+    queue tells the host how many pages are left (the probe's price)."""
     table = HostTable(config) if table is None else table
     ips = IPTable(config.ip_floor)
     run = Run()
@@ -73,7 +74,7 @@ def crawl(config: Config, server: TokenBucket, pages: int, *, latency: float = 0
         # The gate's rule: the host bucket at its current interval AND the IP
         # bucket, spent at the interval in force at the previous start.
         start = max(now, state.eligible_at(), ips.eligible_at("127.0.0.9")) + slip
-        table.start("h", start)
+        table.start("h", start, waiting=pages - done - 1 if backlog else -1)
         ips.spend("127.0.0.9", start, state.ip_interval())
         status = server.answer(start)
         now = start + latency

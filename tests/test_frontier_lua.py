@@ -44,11 +44,13 @@ class Frontier:
 
     def pop(self, pid: str = "p1", lease: float = 10.0, picks: int = 1,
             acks: tuple[str, ...] = (), *, slip: float = 0.0,
-            claim: float = CLAIM, ips: dict[str, str] | None = None) -> list[Any]:
+            claim: float = CLAIM, ips: dict[str, str] | None = None,
+            model: tuple[str, ...] = (), interval: float = INTERVAL,
+            ip_floor: float = IP_FLOOR) -> list[Any]:
         shared = [x for pair in (ips or {}).items() for x in pair]
         reply: list[Any] = self.s["pop"](args=[
-            P, NS, pid, lease, picks, INTERVAL, INTERVAL, 60.0, IP_FLOOR, MARGIN, 60.0, 16,
-            LEAD, slip, claim, 600, len(acks), *acks, len(shared) // 2, *shared])
+            P, NS, pid, lease, picks, interval, interval, 60.0, ip_floor, MARGIN, 60.0, 16,
+            LEAD, slip, claim, 600, len(acks), *acks, len(shared) // 2, *shared, *model])
         return [x.decode() if isinstance(x, bytes) else x for x in reply]
 
     def drain(self, pid: str = "p1") -> list[str]:
@@ -187,6 +189,19 @@ def test_a_resolved_ip_rides_on_the_pop_and_frees_its_host_in_it(
     assert f.r.get(f"{P}:ip:b.test") == b""
     assert 0 < f.r.pttl(f"{P}:ip:a.test") <= 600_000
     assert f.pop()[1] == "r2"  # held for its IP no longer
+
+
+@pytest.mark.parametrize(("model", "spacing"), [((), 1.0), (("coupled",), 1.0),
+                                               (("decoupled",), 0.1)])
+def test_the_ip_model_decides_what_a_pop_spends_on_the_ip(
+        redis_server: RedisServer, model: tuple[str, ...], spacing: float) -> None:
+    """Coupled (and without the argument, as before): the host's interval;
+    decoupled: the IP floor, the IP's own interval (IPTable.spacing)."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    assert f.pop(model=model, interval=1.0, ip_floor=0.1)[1] == "r1"
+    start = float(f.r.hget(f"{NS}:host:a.test", "last_start"))
+    assert float(f.r.get(f"{NS}:ip:127.2.0.1")) == pytest.approx(start + spacing, abs=1e-9)
 
 
 def test_no_ip_bucket_books_the_host_only(redis_server: RedisServer) -> None:

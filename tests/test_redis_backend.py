@@ -73,7 +73,8 @@ def random_signal(rng: random.Random, healthy: float = 0.0) -> Signal:
 
 async def _feedback_contract(server: RedisServer, seed: int, configs: list[Config] = CONFIGS,
                              steps: int = 60, healthy: float = 0.0,
-                             *, script: list[Signal] | None = None) -> HostTable:
+                             *, script: list[Signal] | None = None,
+                             backlogs: tuple[int, ...] = (-1,)) -> HostTable:
     rng = random.Random(seed)
     config = configs[seed % len(configs)]
     dead_after = rng.choice([2, 3, 5])
@@ -83,8 +84,10 @@ async def _feedback_contract(server: RedisServer, seed: int, configs: list[Confi
         table = HostTable(config, dead_after=dead_after)
         for step in range(len(script) if script else steps):
             signal = script[step] if script else random_signal(rng, healthy)
-            shared = await b.feedback("h", signal, config, dead_after)
+            backlog = rng.choice(backlogs)  # what the queue reported (recovery.pays_back)
+            shared = await b.feedback("h", signal, config, dead_after, backlog=backlog)
             now = time.monotonic()
+            table.get("h").backlog = backlog
             table.feedback("h", signal, now)
             ref = table.get("h")
             where = f"seed {seed} step {step} {signal}"
@@ -117,6 +120,14 @@ async def test_fast_recovery_feedback_equals_host_table(redis_server: RedisServe
     """Long mostly-healthy runs reach the probes (PATIENCE x fail_cost) and the forgetting."""
     await aio(_feedback_contract(redis_server, seed, FAST_CONFIGS, steps=400,
                                  healthy=0.97 if seed % 2 else 0.8))
+
+
+@pytest_twisted.ensureDeferred
+@pytest.mark.parametrize("seed", range(4))
+async def test_probes_priced_by_the_backlog_alike(redis_server: RedisServer, seed: int) -> None:
+    """The backlog the queue reports prices each probe on both sides alike."""
+    await aio(_feedback_contract(redis_server, seed, FAST_CONFIGS, steps=400, healthy=0.97,
+                                 backlogs=(-1, 0, 2, 20, 400)))
 
 
 async def _probe_script(server: RedisServer) -> None:

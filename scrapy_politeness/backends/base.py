@@ -49,7 +49,7 @@ class SharedBackend(Protocol):
 
     async def feedback(self, key: str, signal: Signal, config: Config,
                        dead_after: int, *, gap: float = 0.0,
-                       late: LateStart | None = None) -> SharedHost:
+                       late: LateStart | None = None, backlog: int = -1) -> SharedHost:
         """Atomically fold one outcome into the shared host (AIMD, Retry-After,
         latency EWMA, ceiling streak, dead flag). ``gap``: the start-to-start
         time this process last booked for the host, the pace the local table
@@ -57,7 +57,8 @@ class SharedBackend(Protocol):
         processes booking ahead is usually another process's). With several
         fetches of one host in flight it is the latest one's, at the same pace
         but for the one fetch that moved the interval. ``late``: this fetch's
-        own late start, applied first as ``correct_start`` would."""
+        own late start, applied first as ``correct_start`` would. ``backlog``:
+        the host's requests still queued here, which prices a probe (-1: unknown)."""
         ...
 
     async def set_crawl_delay(self, key: str, delay: float) -> None: ...

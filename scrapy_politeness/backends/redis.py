@@ -205,12 +205,12 @@ class RedisBackend(_RedisReseed):
 
     async def feedback(self, key: str, signal: Signal, config: Config,
                        dead_after: int, *, gap: float = 0.0,
-                       late: LateStart | None = None) -> SharedHost:
+                       late: LateStart | None = None, backlog: int = -1) -> SharedHost:
         args: list[Any] = [signal.status, signal.retry_after, signal.latency, config.default,
                            config.floor, config.ceiling, config.backoff, config.soft_widen,
                            config.narrow, config.latency_rise, config.latency_min_rise,
                            dead_after, _LATENCY_ALPHA, self.idle_margin, config.recovery,
-                           *_RECOVERY_CONSTANTS, gap]
+                           *_RECOVERY_CONSTANTS, gap, backlog]
         keys = [self._key("host", key)]
         if late is not None:  # correct_start's step, in the same round trip
             args += [late.started_ago, late.interval, late.ip_spacing]

@@ -260,7 +260,7 @@ class Gate(Generic[T]):
                   released: list[Release[T]]) -> None:
         token, ip = q.popleft()
         self._waiting -= 1
-        interval = self.hosts.start(key, now, self._since.get(key, now))
+        interval = self.hosts.start(key, now, self._since.get(key, now), len(q))
         if ip is not None:
             self.ips.spend(ip, now, self.hosts.get(key).ip_interval())
         if self.max_in_flight:

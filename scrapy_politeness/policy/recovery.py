@@ -28,7 +28,9 @@ BBR probes for more only now and then:
   ``fail_cost``, and a probe ``PROBE_SHARE`` of the way (in log scale) toward
   ``fail_at`` fails with about that chance. Like renting skis until the rent
   paid equals the price, the host holds until ``healthy_run x (x - fail_at)``
-  reaches the probe's expected price, ``PATIENCE x fail_cost``, then probes:
+  reaches the probe's expected price, ``PATIENCE x fail_cost``, then probes,
+  if the work left pays for it (``pays_back``: the saving over the requests
+  still queued for the host, against that price; never at the end of its work):
   a success narrows the bracket from above (once a fetch ran at the probe's
   pace: a gap reaching the known-good pace is the IP bucket's lag, for at
   most ``PENDING_AT_MOST`` fetches, as a probe less than the slip below that
@@ -67,7 +69,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AT_PACE", "CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE",
            "PENDING_AT_MOST", "PROBE_SHARE", "REFUSED_WEIGHT", "ROUND_BELIEF", "SHRINK",
-           "asked_for", "fast_step", "is_round", "round_pace_in"]
+           "asked_for", "fast_step", "is_round", "pays_back", "round_pace_in"]
 
 SHRINK = 0.75
 """Descent per confirmed healthy fetch while no failure is known."""
@@ -233,9 +235,24 @@ def fast_step(config: Config, state: HostState, signal: Signal) -> float:
         elif is_round(x):  # held at a round pace, none left above fail_at: most likely the limit
             price *= ROUND_BELIEF
     if run * (x - fail_at) >= PATIENCE * price:  # the slack paid for a probe
+        probe = round_pace if round_pace > 0.0 else _probe(x, fail_at, closest)
+        if not pays_back(state.backlog, x - probe, price):
+            return x  # too little work left for a faster pace to pay for a refusal
         state.healthy_run = 0  # the next probe pays its own rent
-        if round_pace > 0.0:
-            return round_pace
-        probe = x * (fail_at / x) ** PROBE_SHARE
-        return probe if probe > closest else closest
+        return probe
     return x
+
+
+def _probe(x: float, fail_at: float, closest: float) -> float:
+    """``PROBE_SHARE`` of the (log) way from ``x`` to ``fail_at``, no closer than ``closest``."""
+    probe = x * (fail_at / x) ** PROBE_SHARE
+    return probe if probe > closest else closest
+
+
+def pays_back(backlog: int, saving: float, price: float) -> bool:
+    """Whether a probe saving ``saving`` seconds a fetch pays over ``backlog``
+    requests still queued for its host (-1: unknown, always): the saving,
+    expected only if the probe holds (``1 - PATIENCE``), against its price
+    (``PATIENCE x price``: a refusal's pause, by its chance). A host at the
+    end of its work never probes: a 5 s pause saves nothing there."""
+    return backlog < 0 or backlog * saving * (1.0 - PATIENCE) >= PATIENCE * price

@@ -122,7 +122,8 @@ class HostTable:
     def peek(self, key: str) -> HostState | None:
         return self._hosts.get(key)
 
-    def start(self, key: str, now: float, since: float = float("inf")) -> float:
+    def start(self, key: str, now: float, since: float = float("inf"),
+              waiting: int = -1) -> float:
         """Record a fetch start; returns the interval it was spaced by.
 
         ``since``: when the request (or one of its host before it) has been
@@ -131,8 +132,14 @@ class HostTable:
         when its own bucket and its waiting request let it go. A start held
         past that by another bucket (its IP, busy with other vhosts) ran at the
         pace the host's controller chose, not at the wider gap the IP made.
+        ``waiting``: the host's requests left in the caller's queue (-1:
+        unknown), added to what the scheduler queue reported (``backlog``).
         """
         state = self.get(key)
+        if state.queued_since == float("inf"):  # no word from the scheduler queue
+            state.backlog = waiting
+        elif waiting > 0:
+            state.backlog += waiting
         if state.last_start > float("-inf"):
             queued = state.queued_since
             own = state.eligible_at()

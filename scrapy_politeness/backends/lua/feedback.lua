@@ -12,6 +12,7 @@
 --       shrink confirm patience probe_share margin forget_after forget_step min_widen
 --       at_pace refused_weight pending_at_most round_belief
 --       gap (the judged fetch's own booked gap; 0: the last booked one)
+--       backlog (the host's requests still queued, recovery.pays_back; -1: unknown)
 --       and, optionally, the late start this fetch's headers revealed (late_start.lua's
 --       started_ago interval ip_spacing): it is applied first, as it happened first
 -- Returns: {adaptive, crawl_delay, not_before_in, latency, streak, dead,
@@ -46,9 +47,10 @@ local refused_weight = tonumber(ARGV[25])
 local pending_at_most = tonumber(ARGV[26])
 local round_belief = tonumber(ARGV[27])
 local own_gap = tonumber(ARGV[28]) or 0
-if ARGV[29] then
-  late_start(now, KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[29]), tonumber(ARGV[30]),
-             tonumber(ARGV[31]), idle)
+local backlog = tonumber(ARGV[29]) or -1
+if ARGV[30] then
+  late_start(now, KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[30]), tonumber(ARGV[31]),
+             tonumber(ARGV[32]), idle)
 end
 
 local function clamp(adaptive, crawl_delay)
@@ -152,12 +154,17 @@ if recovery ~= 'additive' then
           elseif is_round(x) then price = price * round_belief end
         end
         if run * (x - fail_at) >= patience * price then
-          run = 0  -- the next probe pays its own rent
-          if round_pace > 0 then
-            adapted = round_pace
+          local probe = round_pace
+          if round_pace <= 0 then
+            probe = x * (fail_at / x) ^ probe_share
+            if probe < closest then probe = closest end
+          end
+          -- recovery.pays_back: the saving over the work left against the price
+          if backlog < 0 or backlog * (x - probe) * (1 - patience) >= patience * price then
+            run = 0  -- the next probe pays its own rent
+            adapted = probe
           else
-            adapted = x * (fail_at / x) ^ probe_share
-            if adapted <= closest then adapted = closest end
+            adapted = x  -- too little work left for a faster pace to pay for a refusal
           end
         else
           adapted = x

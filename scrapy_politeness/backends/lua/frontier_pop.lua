@@ -7,7 +7,7 @@
 -- not_before + margin, the IP key + margin; server clock only.
 --
 -- ARGV: P NS pid lease picks default floor ceiling ip_floor margin idle looks lead
---       slip claim ip_ttl n_acks acks... n_ips (host_key ip)...
+--       slip claim ip_ttl n_acks acks... n_ips (host_key ip)... [ip_model]
 --   pid/lease: this process and how long its heartbeat lasts; picks 0 = heartbeat only
 --   lead: a request eligible within this many seconds is handed out, booked at
 --         its eligible instant (the middleware sleeps until it: the engine's
@@ -18,6 +18,8 @@
 --   acks: request ids this process finished (their leases end)
 --   ips: hosts this process resolved since its last pop (share_ip, ip_ttl s): the
 --        news rides on the pop instead of a round trip of its own
+--   ip_model: 'decoupled' spends the IP by ip_floor (the IP's own interval, as
+--        IPTable.spacing before any evidence); absent or 'coupled': by the host's
 -- Returns {'req', data, id, ip, booked, delay, next_in}, {'wait', seconds}, {'empty'},
 --   {'claimed', seconds} or {'beat'};
 --   booked: 0 no IP bucket, 1 the IP booked too, 2 IP unknown (host booked only)
@@ -45,9 +47,12 @@ if n_acks > 0 then
   if gone > 0 then redis.call('DECRBY', P .. ':leased', gone) end
 end
 local at_ips = 18 + n_acks
-for i = at_ips + 1, at_ips + 2 * tonumber(ARGV[at_ips]), 2 do
+local ips_end = at_ips + 2 * tonumber(ARGV[at_ips])
+for i = at_ips + 1, ips_end, 2 do
   share_ip(P, ARGV[i], ARGV[i + 1], ip_ttl, now)
 end
+local decoupled = ARGV[ips_end + 1] == 'decoupled'
+
 if picks == 0 then return {'beat'} end
 
 local ns = NS .. ':ns'
@@ -159,7 +164,8 @@ while tries < looks and rank < 4 * looks do
           redis.call('PEXPIRE', hkey, math.ceil((keep + idle) * 1000))
           local horizon = sent + interval
           if ipkey then
-            local spacing = host_clamp(adaptive, 0, f, c)
+            local spacing = ip_floor
+            if not decoupled then spacing = host_clamp(adaptive, 0, f, c) end
             if ip_floor > spacing then spacing = ip_floor end
             local nxt = sent + spacing
             if not ip_next or nxt > ip_next then
