@@ -41,6 +41,7 @@ from scrapy import Request, signals
 from scrapy_redis.queue import Base
 
 from .booking import BOOKED_META, LEAD
+from .frontier_feed import StartFeed
 from .frontier_leases import LEASE_META, Leases
 from .frontier_routes import HostRoutes
 from .handout import gate_of, wake_engine
@@ -66,9 +67,6 @@ _MAX_QUIET = 0.5  # the longest a process goes without asking (work pushed elsew
 # that instant (the claimant is late, busy or dead): one pop per start, not N.
 _CLAIM = 0.2
 _MAX_IDLE = 2.0  # the longest a process waits to ask again while hosts are queued
-# The longest a process whose every queued host is claimed elsewhere waits: the
-# claimants serve them; a claim that lapses (its claimant died) waits this long.
-_MAX_CLAIMED = 4.0
 _IDLE_MARGIN = 60.0  # the Redis backend's default: booked keys outlive their wait by this
 _STATS = "politeness/frontier/"
 
@@ -116,6 +114,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._scripts = {name: server.register_script(_script_source(f"frontier_{name}.lua"))
                          for name in ("push", "pop", "ip", "release", "clear")}
         self._leases = Leases(crawler)
+        self._feed = StartFeed(spider, self.stats)
         self._routes = HostRoutes(self._mw, send=self._share_ip, resolved=self._resolved)
         self._quiet_until = 0.0
         self._pending_until = 0.0
@@ -153,6 +152,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._scripts["push"](args=[self.key, self._encode_request(request), request.priority,
                                     key, ip, _IP_TTL, _RESOLVE_HOLD, cfg])
         self._quiet_until = 0.0  # the pushed host may be eligible now
+        self._feed.pushed += 1
         self._idle = 0.0
         self._start_heartbeat()
 
@@ -163,7 +163,9 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         if now < self._quiet_until or self._closed:
             return None
         slip = self._slip()
-        reply = self._run_pop(1, slip)
+        # Told last time that other processes claimed every queued host: this pop
+        # passes over no claim (and claims what it waits for): claims never starve it.
+        reply = self._run_pop(1, slip, -_CLAIM if self._idle > 0 else _CLAIM)
         sent, now = now, clock()  # after the reply: a delay read against it can only start late
         rtt = now - sent
         if rtt < 1.0:
@@ -190,16 +192,16 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
                     self._pending_until = self._quiet_until
             return request
         self.stats.inc_value(_STATS + "empty_pops")
-        if kind == "claimed":  # others come for every queued host: ask less and less
-            self._idle = min(max(2.0 * self._idle, float(_text(reply[1])), _MAX_QUIET),
-                             _MAX_CLAIMED)
-            self._quiet(now, self._idle, cap=_MAX_CLAIMED)
+        if kind == "claimed":  # others come for every queued host: the next pop steals
+            self._idle = min(max(float(_text(reply[1])), 0.05), _MAX_QUIET)
+            self._quiet(now, self._idle)
             self.stats.inc_value(_STATS + "claimed_elsewhere")
         else:
             self._quiet(now, float(_text(reply[1])) if kind == "wait" else _MAX_QUIET,
                         cap=_MAX_IDLE if kind == "wait" else _MAX_QUIET)  # claimed: see above
         if kind != "empty":  # something is queued (here or elsewhere) until then at least
             self._pending_until = self._quiet_until
+        self._feed.starved()  # its pushes wake the engine, which pops again
         return None
 
     def clear(self) -> None:
@@ -214,14 +216,14 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         lag = self._mw.slip.lag if self._mw is not None else 0.0
         return 2.0 * lag + self._rtt
 
-    def _run_pop(self, picks: int, slip: float = 0.0) -> list[Any]:
+    def _run_pop(self, picks: int, slip: float = 0.0, claim: float = _CLAIM) -> list[Any]:
         acks = self._leases.take_acks()
         ips = self._routes.take_news()
         self._last_pop = clock()
         try:
             reply: list[Any] = self._scripts["pop"](args=[
                 self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
-                LEAD, slip, _CLAIM, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips])
+                LEAD, slip, claim, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips])
         except Exception:  # Redis away: the next pop carries them again
             self._leases.give_back(acks)
             self._routes.give_back(ips)

@@ -14,7 +14,9 @@
 --         latency from here to the download then cannot shift the start)
 --   slip: how late after its booked start this process expects its bytes to leave
 --         (reserve.lua's slip): both buckets are spent at start + slip
---   claim: how long past its instant a claim holds (0: no claims; see below)
+--   claim: how long past its instant a claim holds (0: no claims; see below);
+--          negative: this process was starved by claims (its last pop was
+--          'claimed'): it passes over no claim of another and makes its own
 --   acks: request ids this process finished (their leases end)
 --   ips: hosts this process resolved since its last pop (share_ip, ip_ttl s): the
 --        news rides on the pop instead of a round trip of its own
@@ -37,6 +39,8 @@ local default, floor, ceiling = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(A
 local ip_floor, margin, idle = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local looks, lead, slip = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
 local grace, ip_ttl, n_acks = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
+local steal = grace < 0
+if steal then grace = -grace end
 
 reclaim_dead(P, now)  -- before our own heartbeat: never reclaim ourselves
 redis.call('ZADD', P .. ':procs', now + lease, pid)
@@ -74,7 +78,7 @@ end
 
 -- When another process's live claim on ``bucket`` lapses; nil if free or ours.
 local function claimed(bucket)
-  if grace <= 0 then return nil end
+  if grace <= 0 or steal then return nil end
   local c = redis.call('HGET', claims, bucket)
   if not c then return nil end
   local owner, untl = string.match(c, '(%S+) (%S+)')
