@@ -1,14 +1,18 @@
 """Three scrapy-redis processes on one Redis: the frontier queue vs the stock queue.
 
     .venv/bin/python -m bench.frontier [--quick] [--scenarios head-of-line,broad,shared-ip]
-        [--queues frontier,stock-queue]
+        [--queues frontier,stock-queue] [--batch N]
 
 Per scenario, side by side in one run, each on a fresh redis-server and farm:
 ``frontier`` (scrapy-redis's scheduler + the add-on, which picks
 :class:`~scrapy_politeness.frontier.PolitenessFrontierQueue`) and ``stock-queue``
 (the same, with ``SCHEDULER_QUEUE_CLASS = scrapy_redis.queue.PriorityQueue``:
-the plugin's gate and Redis backend only). URLs are seeded into scrapy-redis's
-start URLs key in the scenario's order. Judged on the farm's server-side
+the plugin's gate and Redis backend only). The processes run scrapy-redis's
+shipped ``RedisSpider`` with its default batch (``CONCURRENT_REQUESTS``;
+``--batch`` sets ``redis_batch_size``, e.g. 100000 as an extra case). Half the
+URLs are pushed to its start URLs key, in the scenario's order, before the
+crawl, the rest once the farm saw its first request. "share" is the smallest
+fraction of the pages one process fetched. Judged on the farm's server-side
 arrivals: wall / T*, host and IP violations, every URL fetched once.
 """
 
@@ -18,6 +22,7 @@ import argparse
 import re
 import shutil
 import sys
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -55,13 +60,23 @@ def _ms(gap: float | None) -> str:
     return "-" if gap is None else f"{gap * 1000:.0f}"
 
 
-def run(scenario: Scenario, config: str, binary: str) -> str:
+def run(scenario: Scenario, config: str, binary: str, batch: int | None = None) -> str:
     server = RedisServer(binary).start()
     try:
         with Farm(scenario.spec) as farm:
-            seed(server.url, [farm.url(h, p) for h, p in scenario.urls])
+            urls = [farm.url(h, p) for h, p in scenario.urls]
+            half = len(urls) // 2
+            seed(server.url, urls[:half])
+
+            def more(*_: Any) -> None:
+                deadline = time.monotonic() + 60
+                while not farm.arrivals() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                seed(server.url, urls[half:])
+
             counter = CommandCounter(server.url)
-            fleet = run_fleet(settings_for(config, scenario, farm, server.url), timeout=300)
+            fleet = run_fleet(settings_for(config, scenario, farm, server.url), timeout=300,
+                              kill=more, batch=batch)
             sent = counter.stop()
             arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
     finally:
@@ -80,11 +95,14 @@ def run(scenario: Scenario, config: str, binary: str) -> str:
     commands = sum(sent.values()) / dispatched
     tail = fleet.ended - max(a.t for a in arrivals) if arrivals else 0.0
     ok = "ok" if fleet.codes == [0, 0, 0] else f"exit codes {fleet.codes}"
+    got = [sum(int(m) for m in re.findall(r"'response_received_count': (\d+)", log))
+           for log in fleet.logs]
+    share = min(got) / max(sum(got), 1)
     return (f"| {scenario.name} | {config} | {j.requests} | {j.urls_ok}/{j.urls} | {twice} "
             f"| {j.host_viol} | {j.ip_viol} | {_ms(j.min_host_gap)} | {_ms(j.min_ip_gap)} "
             f"| {j.wall:.2f} | {j.bound:.2f} | {j.ratio:.2f} "
             f"| {last_first:.2f} | {rebooked} | {scripts:.2f} | {commands:.2f} | {tail:.1f} "
-            f"| {ok} |")
+            f"| {share:.2f} | {ok} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--queues", default=",".join(CONFIGS),
                         help="frontier, stock-queue or both (side by side)")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="the spider's redis_batch_size (default: scrapy-redis's)")
     args = parser.parse_args(argv)
     binary = shutil.which("redis-server")
     if binary is None:
@@ -100,12 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     print("| scenario | queue | requests | URLs ok | fetched twice | host viol | IP viol "
           "| min host gap ms | min IP gap ms | wall s | T* s | wall/T* "
           "| last host's first start s | rebooked | scripts / request | commands / request "
-          "| exit after last fetch s | processes |")
-    print("| --- | --- |" + " ---: |" * 16 + " --- |")
+          "| exit after last fetch s | share | processes |")
+    print("| --- | --- |" + " ---: |" * 17 + " --- |")
     for name in args.scenarios.split(","):
         scenario = SCENARIOS[name](args.quick)
         for config in args.queues.split(","):
-            print(run(scenario, config, binary), flush=True)
+            print(run(scenario, config, binary, args.batch), flush=True)
     return 0
 
 

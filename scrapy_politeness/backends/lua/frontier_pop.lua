@@ -58,7 +58,7 @@ local ns = NS .. ':ns'
 local hold = tonumber(redis.call('HGET', ns, 'hold')) or 0
 if hold > now then return {'wait', fmt(hold - now)} end
 
-local hosts, claims = P .. ':hosts', P .. ':claims'
+local hosts, claims = P .. ':hosts', P .. ':claim:'
 
 -- P:ip:<key> (false: nobody resolved it yet), read once per call: the scans
 -- below look at the same hosts again.
@@ -79,7 +79,7 @@ end
 -- When another process's live claim on ``bucket`` lapses; nil if free or ours.
 local function claimed(bucket)
   if grace <= 0 or steal then return nil end
-  local c = redis.call('HGET', claims, bucket)
+  local c = redis.call('GET', claims .. bucket)
   if not c then return nil end
   local owner, untl = string.match(c, '(%S+) (%S+)')
   untl = tonumber(untl)
@@ -88,7 +88,10 @@ local function claimed(bucket)
 end
 
 local function claim(bucket, at)
-  if grace > 0 then redis.call('HSET', claims, bucket, pid .. ' ' .. fmt(at + grace)) end
+  if grace <= 0 then return end
+  local ms = math.ceil((at + grace - now) * 1000)
+  if ms < 1 then ms = 1 end
+  redis.call('SET', claims .. bucket, pid .. ' ' .. fmt(at + grace), 'PX', ms)
 end
 
 -- The first host in the index not claimed by another process (nil, lapse: none;
@@ -121,6 +124,7 @@ while tries < looks and rank < 4 * looks do
     local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
     if #head == 0 then
       redis.call('ZREM', hosts, key)  -- emptied by a clear: drop the stale entry
+      redis.call('HDEL', P .. ':cfg', key)
     else
       local d, f, c = default, floor, ceiling
       local cfg = redis.call('HGET', P .. ':cfg', key)
@@ -179,15 +183,16 @@ while tries < looks and rank < 4 * looks do
           claim(bucket, sent + interval + margin)  -- we come back for it (next_in)
         else
           redis.call('ZREM', hosts, key)
+          redis.call('HDEL', P .. ':cfg', key)  -- pushed again: the push writes it again
           if ipkey then  -- the IP's next start, whichever host of ours it is for
             local ip_at = tonumber(redis.call('GET', ipkey)) or sent
             claim(bucket, ip_at + margin)
           else
-            redis.call('HDEL', claims, bucket)
+            redis.call('DEL', claims .. bucket)
           end
         end
         local id = string.sub(member, 1, 16)
-        redis.call('HSET', P .. ':lease:' .. pid, id, cmsgpack.pack({key, score, member}))
+        redis.call('HSET', P .. ':lease:' .. pid, id, cmsgpack.pack({key, score, member, cfg or ''}))
         redis.call('DECR', P .. ':len')
         redis.call('INCR', P .. ':leased')
         local booked = 0  -- no IP bucket; 1: the IP booked; 2: IP unknown, host only
