@@ -152,8 +152,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._scripts["push"](args=[self.key, self._encode_request(request), request.priority,
                                     key, ip, _IP_TTL, _RESOLVE_HOLD, cfg])
         self._quiet_until = 0.0  # the pushed host may be eligible now
-        self._feed.pushed += 1
-        self._idle = 0.0
+        self._feed.pushed += 1  # (a pop due to steal still steals: see pop)
         self._start_heartbeat()
 
     def pop(self, timeout: float = 0) -> Request | None:
