@@ -1,14 +1,18 @@
 """Three scrapy-redis processes on one Redis: the frontier queue vs the stock queue.
 
     .venv/bin/python -m bench.frontier [--quick] [--scenarios head-of-line,broad,shared-ip]
-        [--queues frontier,stock-queue]
+        [--queues frontier,stock-queue] [--batch N]
 
 Per scenario, side by side in one run, each on a fresh redis-server and farm:
 ``frontier`` (scrapy-redis's scheduler + the add-on, which picks
 :class:`~scrapy_politeness.frontier.PolitenessFrontierQueue`) and ``stock-queue``
 (the same, with ``SCHEDULER_QUEUE_CLASS = scrapy_redis.queue.PriorityQueue``:
-the plugin's gate and Redis backend only). URLs are seeded into scrapy-redis's
-start URLs key in the scenario's order. Judged on the farm's server-side
+the plugin's gate and Redis backend only). The processes run scrapy-redis's
+shipped ``RedisSpider`` with its default batch (``CONCURRENT_REQUESTS``;
+``--batch`` sets ``redis_batch_size``, e.g. 100000 as an extra case). Half the
+URLs are pushed to its start URLs key, in the scenario's order, before the
+crawl, the rest once the farm saw its first request. "share" is the smallest
+fraction of the pages one process fetched. Judged on the farm's server-side
 arrivals: wall / T*, host and IP violations, every URL fetched once.
 """
 
@@ -18,6 +22,7 @@ import argparse
 import re
 import shutil
 import sys
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -31,9 +36,30 @@ from redis_server import RedisServer
 from scrapy_politeness._sitefarm import Farm
 
 from .metrics import judge
-from .scenarios import Scenario, broad, head_of_line, shared_ip
+from .scenarios import DOMAIN, Scenario, broad, head_of_line, shared_ip
 
-SCENARIOS = {"head-of-line": head_of_line, "broad": broad, "shared-ip": shared_ip}
+DNS_TIMEOUT, RETRY_TIMES, MAX_IDLE = 1.0, 1, 1
+# broad-dns: names that fail DNS (alternately time out and NXDOMAIN), seeded
+# among the healthy ones; judged on the healthy pages only.
+FAILING: dict[str, list[tuple[str, str]]] = {}
+
+
+def broad_dns(quick: bool) -> Scenario:
+    """``broad`` plus 30 % of all names failing DNS."""
+    sc = broad(quick)
+    n_bad = round(len(sc.spec["hosts"]) * 3 / 7)
+    bad = {f"x{i:02d}.{DOMAIN}": {"ip": sc.spec["ips"][0], "pages": 2,
+                                  "dns": {"mode": "timeout" if i % 2 else "nxdomain"}}
+           for i in range(n_bad)}
+    FAILING["broad-dns"] = [(h, f"/p/{n}") for n in range(2) for h in bad]
+    return Scenario("broad-dns", sc.about + f", {n_bad} more names failing DNS",
+                    {"ips": sc.spec["ips"], "hosts": {**sc.spec["hosts"], **bad}}, sc.urls,
+                    interval=sc.interval, ip_floor=sc.ip_floor,
+                    extra={"POLITENESS_DNS_TIMEOUT": DNS_TIMEOUT, "RETRY_TIMES": RETRY_TIMES})
+
+
+SCENARIOS = {"head-of-line": head_of_line, "broad": broad, "shared-ip": shared_ip,
+             "broad-dns": broad_dns}
 CONFIGS = ("frontier", "stock-queue")
 
 
@@ -45,7 +71,7 @@ def settings_for(config: str, scenario: Scenario, farm: Farm, url: str) -> dict[
         "POLITENESS_IP_FLOOR": scenario.ip_floor, "POLITENESS_DNS_NAMESERVERS": [farm.dns],
         "POLITENESS_BACKEND": url, "POLITENESS_NAMESPACE": f"bench:{uuid.uuid4().hex[:8]}",
         "REDIS_URL": url,
-        "MAX_IDLE_TIME_BEFORE_CLOSE": 1, **scenario.extra}
+        "MAX_IDLE_TIME_BEFORE_CLOSE": MAX_IDLE, **scenario.extra}
     if config == "stock-queue":
         settings["SCHEDULER_QUEUE_CLASS"] = STOCK_QUEUE
     return settings
@@ -55,15 +81,33 @@ def _ms(gap: float | None) -> str:
     return "-" if gap is None else f"{gap * 1000:.0f}"
 
 
-def run(scenario: Scenario, config: str, binary: str) -> str:
+def run(scenario: Scenario, config: str, binary: str, batch: int | None = None) -> str:
     server = RedisServer(binary).start()
     try:
         with Farm(scenario.spec) as farm:
-            seed(server.url, [farm.url(h, p) for h, p in scenario.urls])
+            pairs = list(scenario.urls)
+            for i, bad in enumerate(FAILING.get(scenario.name, [])):  # spread among them
+                pairs.insert(min(len(pairs), i * 3), bad)
+            urls = [farm.url(h, p) for h, p in pairs]
+            half = len(urls) // 2
+            seed(server.url, urls[:half])
+
+            def more(*_: Any) -> None:
+                deadline = time.monotonic() + 60
+                while not farm.arrivals() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                seed(server.url, urls[half:])
+
             counter = CommandCounter(server.url)
-            fleet = run_fleet(settings_for(config, scenario, farm, server.url), timeout=300)
+            fleet = run_fleet(settings_for(config, scenario, farm, server.url), timeout=300,
+                              kill=more, batch=batch)
             sent = counter.stop()
             arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
+            again = -1  # a second run on the same Redis: what it fetched
+            if scenario.name in FAILING:
+                run_fleet(settings_for(config, scenario, farm, server.url), timeout=120)
+                again = len([a for a in farm.arrivals() if a.path != "/robots.txt"]) \
+                    - len(arrivals)
     finally:
         server.stop()
     j = judge(scenario, arrivals)
@@ -80,11 +124,18 @@ def run(scenario: Scenario, config: str, binary: str) -> str:
     commands = sum(sent.values()) / dispatched
     tail = fleet.ended - max(a.t for a in arrivals) if arrivals else 0.0
     ok = "ok" if fleet.codes == [0, 0, 0] else f"exit codes {fleet.codes}"
+    got = [sum(int(m) for m in re.findall(r"'response_received_count': (\d+)", log))
+           for log in fleet.logs]
+    share = min(got) / max(sum(got), 1)
+    closed = fleet.ended - min(a.t for a in arrivals) if arrivals else 0.0
+    close_bound = j.bound * 1.10 + (RETRY_TIMES + 1) * DNS_TIMEOUT + MAX_IDLE + 2.0
+    close = (f" closed {closed:.1f} s after the first fetch (bound {close_bound:.1f} s);"
+             f" second run fetched {again}" if again >= 0 else "")
     return (f"| {scenario.name} | {config} | {j.requests} | {j.urls_ok}/{j.urls} | {twice} "
             f"| {j.host_viol} | {j.ip_viol} | {_ms(j.min_host_gap)} | {_ms(j.min_ip_gap)} "
             f"| {j.wall:.2f} | {j.bound:.2f} | {j.ratio:.2f} "
             f"| {last_first:.2f} | {rebooked} | {scripts:.2f} | {commands:.2f} | {tail:.1f} "
-            f"| {ok} |")
+            f"| {share:.2f} | {ok}{close} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--queues", default=",".join(CONFIGS),
                         help="frontier, stock-queue or both (side by side)")
+    parser.add_argument("--batch", type=int, default=None,
+                        help="the spider's redis_batch_size (default: scrapy-redis's)")
     args = parser.parse_args(argv)
     binary = shutil.which("redis-server")
     if binary is None:
@@ -100,12 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     print("| scenario | queue | requests | URLs ok | fetched twice | host viol | IP viol "
           "| min host gap ms | min IP gap ms | wall s | T* s | wall/T* "
           "| last host's first start s | rebooked | scripts / request | commands / request "
-          "| exit after last fetch s | processes |")
-    print("| --- | --- |" + " ---: |" * 16 + " --- |")
+          "| exit after last fetch s | share | processes |")
+    print("| --- | --- |" + " ---: |" * 17 + " --- |")
     for name in args.scenarios.split(","):
         scenario = SCENARIOS[name](args.quick)
         for config in args.queues.split(","):
-            print(run(scenario, config, binary), flush=True)
+            print(run(scenario, config, binary, args.batch), flush=True)
     return 0
 
 

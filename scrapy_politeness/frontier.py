@@ -21,7 +21,8 @@ the host is held up to ``_RESOLVE_HOLD``, after which it is handed out with
 its host bucket booked only and the middleware books host and IP as usual.
 
 Delivery is at-least-once: a popped request is leased to its process until
-the request leaves the downloader (acknowledged on the process's next pop).
+it ends, whatever ends it (:mod:`~scrapy_politeness.frontier_leases`;
+acknowledged on the process's next pop or heartbeat).
 A process whose heartbeat (every pop, and every ``_LEASE / 4`` s) stops for
 ``_LEASE`` seconds has its leases put back by the next pop anywhere, so a
 killed process loses nothing; a request it had sent but not finished may be
@@ -40,6 +41,8 @@ from scrapy import Request, signals
 from scrapy_redis.queue import Base
 
 from .booking import BOOKED_META, LEAD
+from .frontier_feed import StartFeed
+from .frontier_leases import LEASE_META, Leases
 from .frontier_routes import HostRoutes
 from .handout import gate_of
 from .pqueue import clock
@@ -65,9 +68,6 @@ _MAX_QUIET = 0.5  # the longest a process goes without asking (work pushed elsew
 # that instant (the claimant is late, busy or dead): one pop per start, not N.
 _CLAIM = 0.2
 _MAX_IDLE = 2.0  # the longest a process waits to ask again while hosts are queued
-# The longest a process whose every queued host is claimed elsewhere waits: the
-# claimants serve them; a claim that lapses (its claimant died) waits this long.
-_MAX_CLAIMED = 4.0
 _IDLE_MARGIN = 60.0  # the Redis backend's default: booked keys outlive their wait by this
 _STATS = "politeness/frontier/"
 
@@ -114,8 +114,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self.pid = uuid.uuid4().hex
         self._scripts = {name: server.register_script(_script_source(f"frontier_{name}.lua"))
                          for name in ("push", "pop", "ip", "release", "clear")}
-        self._leases: dict[Request, str] = {}
-        self._acks: list[str] = []
+        self._leases = Leases(crawler)
+        self._feed = StartFeed(spider, self.stats)
         self._routes = HostRoutes(self._mw, send=self._share_ip, resolved=self._resolved)
         self._quiet_until = 0.0
         self._pending_until = 0.0
@@ -126,7 +126,6 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._idle = 0.0  # the current wait while every queued host is claimed elsewhere
         self._last_pop = 0.0
         logger.info("politeness: frontier queue %s on Redis, process id %s", self.key, self.pid)
-        crawler.signals.connect(self._left, signal=signals.request_left_downloader)
         crawler.signals.connect(self._closing, signal=signals.spider_closed)
 
     # -- scrapy-redis's queue interface ------------------------------------
@@ -136,11 +135,15 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         stays open while another may still push, or die and give work back."""
         if clock() < self._pending_until:  # our last pop saw queued requests: no round trip
             return 1
+        self._leases.sweep()  # asked when the engine has nothing running: end what ended
+        if self._leases.acks:
+            self._run_pop(0)
         queued, leased = self.server.mget(self.key + ":len", self.key + ":leased")
         return max(0, int(queued or 0)) + max(0, int(leased or 0))
 
     def push(self, request: Request) -> None:
         request.meta.pop(BOOKED_META, None)  # a retry or redirect is booked afresh
+        request.meta.pop(LEASE_META, None)
         key, ip = self._routes.route(request)
         cfg = ""
         if self._settings.hosts and key:
@@ -150,7 +153,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._scripts["push"](args=[self.key, self._encode_request(request), request.priority,
                                     key, ip, _IP_TTL, _RESOLVE_HOLD, cfg])
         self._quiet_until = 0.0  # the pushed host may be eligible now
-        self._idle = 0.0
+        self._feed.pushed += 1  # (a pop due to steal still steals: see pop)
         self._start_heartbeat()
 
     def pop(self, timeout: float = 0) -> Request | None:
@@ -160,7 +163,9 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         if now < self._quiet_until or self._closed:
             return None
         slip = self._slip()
-        reply = self._run_pop(1, slip)
+        # Told last time that other processes claimed every queued host: this pop
+        # passes over no claim (and claims what it waits for): claims never starve it.
+        reply = self._run_pop(1, slip, -_CLAIM if self._idle > 0 else _CLAIM)
         sent, now = now, clock()  # after the reply: a delay read against it can only start late
         rtt = now - sent
         if rtt < 1.0:
@@ -170,7 +175,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             self._idle = 0.0
         if kind == "req":
             request: Request = self._decode_request(reply[1])
-            self._leases[request] = _text(reply[2])
+            self._leases.hold(request, _text(reply[2]))
             booked = int(reply[4])
             if booked != 2:
                 request.meta[BOOKED_META] = {"ip": _text(reply[3]) if booked else None,
@@ -187,16 +192,16 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
                     self._pending_until = self._quiet_until
             return request
         self.stats.inc_value(_STATS + "empty_pops")
-        if kind == "claimed":  # others come for every queued host: ask less and less
-            self._idle = min(max(2.0 * self._idle, float(_text(reply[1])), _MAX_QUIET),
-                             _MAX_CLAIMED)
-            self._quiet(now, self._idle, cap=_MAX_CLAIMED)
+        if kind == "claimed":  # others come for every queued host: the next pop steals
+            self._idle = min(max(float(_text(reply[1])), 0.05), _MAX_QUIET)
+            self._quiet(now, self._idle)
             self.stats.inc_value(_STATS + "claimed_elsewhere")
         else:
             self._quiet(now, float(_text(reply[1])) if kind == "wait" else _MAX_QUIET,
                         cap=_MAX_IDLE if kind == "wait" else _MAX_QUIET)  # claimed: see above
         if kind != "empty":  # something is queued (here or elsewhere) until then at least
             self._pending_until = self._quiet_until
+        self._feed.starved()  # its pushes wake the engine, which pops again
         return None
 
     def clear(self) -> None:
@@ -211,17 +216,17 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         lag = self._mw.slip.lag if self._mw is not None else 0.0
         return 2.0 * lag + self._rtt
 
-    def _run_pop(self, picks: int, slip: float = 0.0) -> list[Any]:
-        acks, self._acks = self._acks, []
+    def _run_pop(self, picks: int, slip: float = 0.0, claim: float = _CLAIM) -> list[Any]:
+        acks = self._leases.take_acks()
         ips = self._routes.take_news()
         self._last_pop = clock()
         try:
             reply: list[Any] = self._scripts["pop"](args=[
                 self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
-                LEAD, slip, _CLAIM, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips,
+                LEAD, slip, claim, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips,
                 self._settings.ip_model])
         except Exception:  # Redis away: the next pop carries them again
-            self._acks[:0] = acks
+            self._leases.give_back(acks)
             self._routes.give_back(ips)
             raise
         return reply
@@ -246,11 +251,6 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._wake = None
         wake_engine(self.crawler)
 
-    def _left(self, request: Request, **kwargs: Any) -> None:
-        lease = self._leases.pop(request, None)
-        if lease is not None:
-            self._acks.append(lease)
-
     def _start_heartbeat(self) -> None:
         if self._beat is None and not self._closed:
             self._beat = asyncio.get_running_loop().call_later(_LEASE / 4, self._heartbeat)
@@ -259,10 +259,11 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         """Keep our leases between pops; none held: stop (a pop that hands one
         out starts beating again)."""
         self._beat = None
-        if not (self._leases or self._acks):
+        self._leases.sweep()
+        if not self._leases:
             return
         try:
-            if clock() - self._last_pop >= _LEASE / 4:
+            if self._leases.acks or clock() - self._last_pop >= _LEASE / 4:
                 self._run_pop(0)
         except Exception:  # Redis away: the next pop reports it; keep beating
             logger.debug("politeness: frontier heartbeat failed", exc_info=True)
@@ -275,8 +276,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         for handle in (self._wake, self._beat):
             if handle is not None:
                 handle.cancel()
-        acks, self._acks = self._acks, []
-        self._leases.clear()  # popped and never finished: back to the queue
+        self._leases.end_all()  # the engine finished all it had in progress
+        acks = self._leases.take_acks()
         returned = self._scripts["release"](args=[self.key, self.pid, len(acks), *acks])
         if returned:
             self.stats.inc_value(_STATS + "returned_at_close", int(returned))

@@ -41,16 +41,19 @@ def seed(redis_url: str, urls: list[str], key: str = "frontier:start_urls") -> N
 
 def run_fleet(settings: dict[str, Any], processes: int = 3, *, timeout: float = 120.0,
               kill: Callable[[list[subprocess.Popen[str]], list[Path]], None] | None = None,
-              ) -> Fleet:
+              batch: int | None = None, spider: str = "redis") -> Fleet:
     """Start ``processes`` crawlers at once; ``kill(procs, logs)`` (in this thread) may
-    SIGKILL some."""
+    SIGKILL some (or push more start URLs). ``batch``: the spider's
+    ``redis_batch_size`` (None: scrapy-redis's default, ``CONCURRENT_REQUESTS``);
+    ``spider``: ``"redis"`` (``RedisSpider``) or ``"crawl"`` (``RedisCrawlSpider``)."""
     fleet = Fleet()
     with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
         procs, outs, log_paths = [], [], []
         start = time.monotonic()
         for i in range(processes):
             items_out = str(Path(tmp, f"items{i}.jsonl"))
-            job = {"settings": settings, "items_out": items_out}
+            job = {"settings": settings, "items_out": items_out, "batch": batch,
+                   "spider": spider}
             job_path = Path(tmp, f"job{i}.json")
             job_path.write_text(json.dumps(job), encoding="utf-8")
             log_paths.append(Path(tmp, f"log{i}.txt"))

@@ -1,8 +1,10 @@
 """One scrapy-redis crawler process: ``python redis_crawl_script.py job.json``.
 
-A ``RedisSpider`` fed through scrapy-redis's start URLs key, with scrapy-redis's
-scheduler and dupefilter; the job gives the settings (the add-on picks the
-queue class). Items (the URLs fetched) go to a JSON-lines file as they come,
+scrapy-redis's shipped ``RedisSpider`` (or ``RedisCrawlSpider``: job
+``"spider": "crawl"``) fed through its start URLs key with its default batch
+(``CONCURRENT_REQUESTS``; job ``"batch"`` sets ``redis_batch_size``), with
+scrapy-redis's scheduler and dupefilter; the job gives the settings (the
+add-on picks the queue class). Items (the URLs fetched) go to a JSON-lines file as they come,
 so a process killed mid-crawl still shows what it finished.
 """
 
@@ -15,19 +17,32 @@ from typing import Any
 
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response
-from scrapy_redis.spiders import RedisSpider
+from scrapy.spiders import Rule
+from scrapy_redis.spiders import RedisCrawlSpider, RedisSpider
+
+
+def _item(response: Response) -> dict[str, Any]:
+    return {"url": response.url, "status": response.status,
+            "booked": response.meta.get("politeness_booked"),
+            "politeness": response.meta.get("politeness")}
 
 
 class FrontierSpider(RedisSpider):  # type: ignore[misc]
     name = "frontier"
-    # scrapy-redis 0.9.1 takes a batch of start URLs only when a process idles;
-    # the first process moves them all into the shared queue at once.
-    redis_batch_size = 100000
 
     def parse(self, response: Response) -> Iterator[dict[str, Any]]:
-        yield {"url": response.url, "status": response.status,
-               "booked": response.meta.get("politeness_booked"),
-               "politeness": response.meta.get("politeness")}
+        yield _item(response)
+
+
+class FrontierCrawlSpider(RedisCrawlSpider):  # type: ignore[misc]
+    name = "frontier"
+    rules = (Rule(callback="parse_page", follow=False),)  # links of no page are followed
+
+    def parse_start_url(self, response: Response) -> Iterator[dict[str, Any]]:
+        yield _item(response)
+
+    def parse_page(self, response: Response) -> Iterator[dict[str, Any]]:
+        yield _item(response)
 
 
 def main(path: str) -> None:
@@ -45,8 +60,11 @@ def main(path: str) -> None:
         "FEEDS": {job["items_out"]: {"format": "jsonlines"}},
         "FEED_EXPORT_BATCH_ITEM_COUNT": 0,
     }
+    spider = FrontierCrawlSpider if job.get("spider") == "crawl" else FrontierSpider
+    if job.get("batch"):
+        spider.redis_batch_size = int(job["batch"])
     process = CrawlerProcess(settings)
-    process.crawl(FrontierSpider)
+    process.crawl(spider)
     process.start()
 
 

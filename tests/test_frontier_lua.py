@@ -6,6 +6,7 @@ scripts did; instants come from the server's own clock, so nothing sleeps.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -326,5 +327,47 @@ def test_a_lapsed_claim_lets_another_process_take_the_bucket(
     f.pop("p1")
     f.rewind()
     assert f.pop("p2")[0] == "claimed"
-    f.r.hset(f"{P}:claims", "127.2.0.1", f"p1 {f.now() - 0.001!r}")  # p1 did not come
+    f.r.set(f"{P}:claim:127.2.0.1", f"p1 {f.now() - 0.001!r}")  # p1 did not come
     assert f.pop("p2")[:2] == ["req", "r2"]
+
+
+def _crawl_hosts(f: Frontier, n: int) -> int:
+    """Push one request for each of ``n`` hosts (each on its own IP), pop and
+    acknowledge them all, with every TTL short; once all expired, the keys and
+    their fields (a hash's, a sorted set's) added up."""
+    f.r.flushall()
+    ttl, idle, ceiling = 0.2, 0.05, 0.3
+    pipe = f.r.pipeline(transaction=False)
+    for i in range(n):
+        ip = f"127.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}"
+        f.s["push"](args=[P, f"r{i}", 0, f"h{i}.test", ip, ttl, 2.0, ""], client=pipe)
+    pipe.execute()
+    ids: list[str] = []
+    for _ in range(0, n, 500):
+        pipe = f.r.pipeline(transaction=False)
+        for _ in range(500):
+            f.s["pop"](args=[P, NS, "p1", 10.0, 1, INTERVAL, INTERVAL, ceiling, IP_FLOOR, MARGIN,
+                             idle, 16, LEAD, 0.0, CLAIM, ttl, 0, 0], client=pipe)
+        ids += [r[2].decode() for r in pipe.execute() if r[0] == b"req"]
+    assert len(ids) == n
+    for at in range(0, n, 500):
+        acks = ids[at:at + 500]
+        f.s["pop"](args=[P, NS, "p1", 10.0, 0, INTERVAL, INTERVAL, ceiling, IP_FLOOR, MARGIN,
+                         idle, 16, LEAD, 0.0, CLAIM, ttl, len(acks), *acks, 0])
+    f.s["release"](args=[P, "p1", 0])
+    deadline = f.now() + 10
+    while f.now() < deadline and any(f.r.pttl(k) > 0 for k in f.r.scan_iter(count=1000)):
+        time.sleep(0.1)  # the bucket keys, IP map and claims expire with their TTLs
+    sizes = {b"hash": f.r.hlen, b"zset": f.r.zcard, b"set": f.r.scard, b"list": f.r.llen}
+    return sum(sizes[t](k) if (t := f.r.type(k)) in sizes else 1 for k in f.r.scan_iter())
+
+
+def test_redis_keys_once_idle_do_not_grow_with_the_hosts(redis_server: RedisServer) -> None:
+    """Every key a host leaves (claims, IP map, buckets, overrides) goes with it:
+    keys and fields after 20k hosts are those after 2k (``P:claims`` once kept a
+    field per bucket ever claimed)."""
+    f = Frontier(redis_server)
+    small = _crawl_hosts(f, 2000)
+    keys_small = sorted(f.r.keys())
+    assert _crawl_hosts(f, 20000) == small, (keys_small, sorted(f.r.keys())[:20])
+    assert small <= 3, keys_small  # P:seq, P:len, P:leased

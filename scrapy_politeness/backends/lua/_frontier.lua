@@ -6,13 +6,15 @@
 --   P:hosts          ZSET host key -> earliest instant (server clock) it may be
 --                    eligible: a lower bound, re-evaluated when it reaches the top
 --   P:ip:<host key>  the host's IP bucket ('' = none), written once resolved, TTL
---   P:cfg            host key -> "default floor ceiling" for POLITENESS_HOSTS overrides
+--   P:cfg            host key -> "default floor ceiling" for POLITENESS_HOSTS overrides,
+--                    while the host has queued requests (a lease carries its own copy)
 --   P:len, P:leased  queued and handed-out request counts
 --   P:procs          ZSET process id -> heartbeat deadline
---   P:lease:<pid>    HASH request id -> msgpack {host key, score, member}: what a
---                    process holds until its response; requeued if it dies
---   P:claims         HASH bucket (IP, or host key without one) -> "pid until": the
---                    process that comes for the bucket's next instant (frontier_pop.lua)
+--   P:lease:<pid>    HASH request id -> msgpack {host key, score, member, cfg}: what a
+--                    process holds until its request ends; requeued if it dies
+--   P:claim:<bucket> "pid until" (bucket: IP, or host key without one): the process
+--                    that comes for the bucket's next instant (frontier_pop.lua);
+--                    expires when the claim lapses, so claims never outgrow the working set
 
 local function now_of_server()
   local t = redis.call('TIME')
@@ -43,9 +45,10 @@ local function requeue(P, pid, now)
     local e = cmsgpack.unpack(all[i])
     redis.call('ZADD', P .. ':q:' .. e[1], e[2], e[3])
     redis.call('ZADD', P .. ':hosts', 'NX', now, e[1])
-    local bucket = bucket_for(e[1], redis.call('GET', P .. ':ip:' .. e[1]))
-    local c = redis.call('HGET', P .. ':claims', bucket)
-    if c and string.match(c, '^(%S+)') == pid then redis.call('HDEL', P .. ':claims', bucket) end
+    if e[4] and e[4] ~= '' then redis.call('HSET', P .. ':cfg', e[1], e[4]) end
+    local ck = P .. ':claim:' .. bucket_for(e[1], redis.call('GET', P .. ':ip:' .. e[1]))
+    local c = redis.call('GET', ck)
+    if c and string.match(c, '^(%S+)') == pid then redis.call('DEL', ck) end
     n = n + 1
   end
   redis.call('DEL', lk)

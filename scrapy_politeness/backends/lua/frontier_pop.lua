@@ -14,7 +14,9 @@
 --         latency from here to the download then cannot shift the start)
 --   slip: how late after its booked start this process expects its bytes to leave
 --         (reserve.lua's slip): both buckets are spent at start + slip
---   claim: how long past its instant a claim holds (0: no claims; see below)
+--   claim: how long past its instant a claim holds (0: no claims; see below);
+--          negative: this process was starved by claims (its last pop was
+--          'claimed'): it passes over no claim of another and makes its own
 --   acks: request ids this process finished (their leases end)
 --   ips: hosts this process resolved since its last pop (share_ip, ip_ttl s): the
 --        news rides on the pop instead of a round trip of its own
@@ -39,6 +41,8 @@ local default, floor, ceiling = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(A
 local ip_floor, margin, idle = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local looks, lead, slip = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
 local grace, ip_ttl, n_acks = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
+local steal = grace < 0
+if steal then grace = -grace end
 
 reclaim_dead(P, now)  -- before our own heartbeat: never reclaim ourselves
 redis.call('ZADD', P .. ':procs', now + lease, pid)
@@ -59,7 +63,7 @@ local ns = NS .. ':ns'
 local hold = tonumber(redis.call('HGET', ns, 'hold')) or 0
 if hold > now then return {'wait', fmt(hold - now)} end
 
-local hosts, claims = P .. ':hosts', P .. ':claims'
+local hosts, claims = P .. ':hosts', P .. ':claim:'
 
 -- P:ip:<key> (false: nobody resolved it yet), read once per call: the scans
 -- below look at the same hosts again.
@@ -79,8 +83,8 @@ end
 
 -- When another process's live claim on ``bucket`` lapses; nil if free or ours.
 local function claimed(bucket)
-  if grace <= 0 then return nil end
-  local c = redis.call('HGET', claims, bucket)
+  if grace <= 0 or steal then return nil end
+  local c = redis.call('GET', claims .. bucket)
   if not c then return nil end
   local owner, untl = string.match(c, '(%S+) (%S+)')
   untl = tonumber(untl)
@@ -89,7 +93,10 @@ local function claimed(bucket)
 end
 
 local function claim(bucket, at)
-  if grace > 0 then redis.call('HSET', claims, bucket, pid .. ' ' .. fmt(at + grace)) end
+  if grace <= 0 then return end
+  local ms = math.ceil((at + grace - now) * 1000)
+  if ms < 1 then ms = 1 end
+  redis.call('SET', claims .. bucket, pid .. ' ' .. fmt(at + grace), 'PX', ms)
 end
 
 -- The first host in the index not claimed by another process (nil, lapse: none;
@@ -122,6 +129,7 @@ while tries < looks and rank < 4 * looks do
     local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
     if #head == 0 then
       redis.call('ZREM', hosts, key)  -- emptied by a clear: drop the stale entry
+      redis.call('HDEL', P .. ':cfg', key)
     else
       local d, f, c = default, floor, ceiling
       local cfg = redis.call('HGET', P .. ':cfg', key)
@@ -181,15 +189,16 @@ while tries < looks and rank < 4 * looks do
           claim(bucket, sent + interval + margin)  -- we come back for it (next_in)
         else
           redis.call('ZREM', hosts, key)
+          redis.call('HDEL', P .. ':cfg', key)  -- pushed again: the push writes it again
           if ipkey then  -- the IP's next start, whichever host of ours it is for
             local ip_at = tonumber(redis.call('GET', ipkey)) or sent
             claim(bucket, ip_at + margin)
           else
-            redis.call('HDEL', claims, bucket)
+            redis.call('DEL', claims .. bucket)
           end
         end
         local id = string.sub(member, 1, 16)
-        redis.call('HSET', P .. ':lease:' .. pid, id, cmsgpack.pack({key, score, member}))
+        redis.call('HSET', P .. ':lease:' .. pid, id, cmsgpack.pack({key, score, member, cfg or ''}))
         redis.call('DECR', P .. ':len')
         redis.call('INCR', P .. ':leased')
         local booked = 0  -- no IP bucket; 1: the IP booked; 2: IP unknown, host only
