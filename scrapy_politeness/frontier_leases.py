@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 
+from .scrapy_internals import engine_in_progress
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
@@ -74,13 +76,13 @@ class Leases:
     def sweep(self) -> None:
         """End every held request the engine no longer has in progress.
 
-        Relies on the engine's private ``_slot.inprogress`` (Scrapy 2.13 to
-        2.19); without it (another Scrapy) only the signals end leases.
+        Reads the engine's private ``_slot.inprogress`` through
+        :mod:`scrapy_politeness.scrapy_internals`; without it (another Scrapy)
+        only the signals end leases.
         """
         if not self._held:
             return
-        engine = getattr(self._crawler, "engine", None)
-        inprogress = getattr(getattr(engine, "_slot", None), "inprogress", None)
+        inprogress = engine_in_progress(self._crawler)
         if inprogress is None:
             return
         for request in [r for r in self._held if r not in inprogress]:

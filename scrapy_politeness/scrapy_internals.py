@@ -1,4 +1,4 @@
-"""The three private Scrapy attributes the plugin reads, in one place.
+"""The private Scrapy attributes the plugin reads, in one place.
 
 Scrapy has no public API yet for what these give; each function names the
 public alternative it waits for and degrades to Scrapy's own behaviour when the
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["downloader_active", "engine_closing", "missing", "wake_engine"]
+__all__ = ["downloader_active", "engine_closing", "engine_in_progress", "missing",
+           "wake_engine"]
 
 
 def _engine(crawler: Any) -> Any:
@@ -56,6 +57,16 @@ def downloader_active(crawler: Any) -> set[Any] | None:
     return active if isinstance(active, set) else None
 
 
+def engine_in_progress(crawler: Any) -> set[Any] | None:
+    """The requests the engine has in progress (scheduled out, not yet finished).
+
+    Private: ``engine._slot.inprogress``. Waits for a public "request finished
+    however it ended" signal (``request_dropped`` and ``request_left_downloader``
+    do not cover an exception raised from a downloader middleware)."""
+    found = getattr(getattr(_engine(crawler), "_slot", None), "inprogress", None)
+    return found if isinstance(found, set) else None
+
+
 def missing(crawler: Any) -> list[str]:
     """The private attributes this Scrapy no longer has (call once the engine is open)."""
     engine = _engine(crawler)
@@ -67,6 +78,8 @@ def missing(crawler: Any) -> list[str]:
         gone.append("engine._slot.nextcall")
     if slot is None or not hasattr(slot, "closing"):
         gone.append("engine._slot.closing")
+    if not isinstance(getattr(slot, "inprogress", None), set):
+        gone.append("engine._slot.inprogress")
     if not isinstance(getattr(getattr(engine, "downloader", None), "active", None), set):
         gone.append("engine.downloader.active")
     return gone

@@ -17,6 +17,7 @@ import pytest
 from scrapy_politeness.scrapy_internals import (
     downloader_active,
     engine_closing,
+    engine_in_progress,
     missing,
     wake_engine,
 )
@@ -68,7 +69,8 @@ def test_a_renamed_attribute_is_named_in_one_warning(caplog: pytest.LogCaptureFi
     crawler = SimpleNamespace(engine=SimpleNamespace(_slot=SimpleNamespace(), downloader=None))
     with caplog.at_level(logging.WARNING):
         gone = warn_missing_internals(crawler)
-    assert gone == ["engine._slot.nextcall", "engine._slot.closing", "engine.downloader.active"]
+    assert gone == ["engine._slot.nextcall", "engine._slot.closing", "engine._slot.inprogress",
+                    "engine.downloader.active"]
     assert len(caplog.records) == 1
     assert "engine._slot.nextcall" in caplog.records[0].getMessage()
 
@@ -78,13 +80,14 @@ def test_without_the_attributes_each_use_falls_back_to_scrapys_own_behaviour() -
     wake_engine(crawler)  # nothing to wake: the heartbeat remains
     assert engine_closing(crawler) is False
     assert downloader_active(crawler) is None
+    assert engine_in_progress(crawler) is None
     assert missing(SimpleNamespace()) == []  # no engine yet: nothing to judge
 
 
 def test_with_the_attributes_they_are_used() -> None:
     woken: list[bool] = []
     slot = SimpleNamespace(nextcall=SimpleNamespace(schedule=lambda: woken.append(True)),
-                           closing=object())
+                           closing=object(), inprogress={object()})
     active: set[object] = {object()}
     engine = SimpleNamespace(_slot=slot, downloader=SimpleNamespace(active=active))
     crawler = SimpleNamespace(engine=engine, _engine=engine)
@@ -92,4 +95,5 @@ def test_with_the_attributes_they_are_used() -> None:
     assert woken == [True]
     assert engine_closing(crawler) is True
     assert downloader_active(crawler) is active
+    assert engine_in_progress(crawler) is slot.inprogress
     assert missing(crawler) == []
