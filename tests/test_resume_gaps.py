@@ -4,7 +4,9 @@ A backed-off host shares its IP with a healthy neighbour vhost. The first run
 ends right after the sick host's last fetch, which pushed the shared IP's next
 start 4 s away; the resumed run must honour that wait (the IP rule), the sick
 host's own backed-off interval (the host rule) and the neighbour's interval,
-counting the pause, on the server's clock.
+counting the pause, on the server's clock. The IP rule judged is the coupled
+model's (``POLITENESS_IP_MODEL = "coupled"``: a start spaces its IP by its
+host's interval), the one under which a sick vhost pushes its IP at all.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def test_resume_keeps_host_and_ip_gaps_across_the_pause(farm_factory: Any,
     jobdir = tmp_path / "job"
     settings = farm_settings(farm, JOBDIR=str(jobdir), RETRY_ENABLED=False,
                              POLITENESS_DEFAULT=1.0, POLITENESS_FLOOR=1.0,
-                             POLITENESS_IP_FLOOR=0.0)
+                             POLITENESS_IP_FLOOR=0.0, POLITENESS_IP_MODEL="coupled")
     first_urls = ([farm.url(SICK, f"/p/{i}") for i in range(3)]
                   + [farm.url(CALM, f"/p/{i}") for i in range(2)])
     run_crawl(first_urls, settings, follow=False)
