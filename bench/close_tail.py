@@ -15,7 +15,7 @@ from typing import Any
 
 from scrapy_politeness._sitefarm import Farm
 
-from .run import ADDON, run_crawl
+from .runner import ADDON, run_crawl
 
 DOMAIN = "farm.test"
 

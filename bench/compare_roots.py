@@ -25,7 +25,7 @@ from scrapy_politeness._sitefarm import Farm
 from scrapy_politeness._sitefarm.arrival import Arrival
 
 from .overhead import CASES, _cases
-from .run import ROOT
+from .runner import ROOT
 
 
 def _idle(arrivals: Sequence[Arrival], spacing: float) -> float:

@@ -21,7 +21,7 @@ from typing import Any
 from scrapy_politeness._sitefarm import Farm
 
 from .metrics import judge
-from .run import ADDON, STATIC_RESOLVER, progress, run_crawl
+from .runner import ADDON, STATIC_RESOLVER, progress, run_crawl
 from .scenarios import DOMAIN, Scenario
 
 LOSSES = (("drop-first 6/16", 6, {"mode": "drop_first"}),

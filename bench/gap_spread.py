@@ -23,7 +23,7 @@ from scrapy_politeness._sitefarm import Farm
 from scrapy_politeness._sitefarm.arrival import Arrival
 
 from .overhead import CASES, _cases
-from .run import run_crawl
+from .runner import run_crawl
 
 
 def _percentiles(gaps: list[float]) -> str:

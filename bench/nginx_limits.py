@@ -30,7 +30,7 @@ from typing import Any
 
 from scrapy_politeness._sitefarm.nginx import NginxFarm, NginxSpec, Verdict, Vhost, judge
 
-from .run import ADDON, STATIC_RESOLVER, run_crawl
+from .runner import ADDON, STATIC_RESOLVER, run_crawl
 
 __all__ = ["CONFIGS", "SCENARIOS", "Bound", "main", "run"]
 

@@ -50,7 +50,7 @@ from typing import Any
 from scrapy_politeness._sitefarm import Farm
 
 from .freeze import EXTENSION as FREEZE_EXTENSION
-from .run import ADDON, STATIC_RESOLVER, STOCK_PER_IP, CrawlRun, progress, run_crawl
+from .runner import ADDON, STATIC_RESOLVER, STOCK_PER_IP, CrawlRun, progress, run_crawl
 
 __all__ = ["CASES", "Case", "run_overhead"]
 

@@ -35,7 +35,8 @@ from typing import Any
 from scrapy_politeness._sitefarm import Arrival, Farm
 
 from .metrics import judge
-from .run import config_settings, progress, run_crawl
+from .run import config_settings
+from .runner import progress, run_crawl
 from .scenarios import SCENARIOS, Scenario
 
 

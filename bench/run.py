@@ -24,8 +24,6 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,73 +37,18 @@ from scrapy_politeness._sitefarm import Farm
 from .metrics import Judgement, after_change, judge, served_bound
 from .ramp import ramp
 from .reissue import PATH as REISSUE
+from .runner import ADDON, ROOT, STATIC_RESOLVER, STOCK_PER_IP, T0, progress, run_crawl
 from .scenarios import DEFAULT_SKIP, GROUPS, SCENARIOS, Scenario
-from .static_resolver import ENV_VAR
 
-ROOT = Path(__file__).resolve().parent.parent
-ADDON = {"scrapy_politeness.Addon": 300}
-STATIC_RESOLVER = "bench.static_resolver.StaticResolver"
 DEFAULT_QUEUE = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 CONFIGS = ("plugin", "plugin+default-queue", "autothrottle", "delay+jitter", "delay")
 ALL_CONFIGS = (*CONFIGS, "plugin-additive", "plugin-bracket", "delay-per-ip",
                "plugin+reissue-960")
-# Stock Scrapy spacing IPs, not hosts: the deprecated (2.14) per-IP download slots, which
-# Scrapy's default DownloaderAwarePriorityQueue refuses, and a warm DNS cache (see
-# bench/static_resolver.py). The same pace the plugin keeps on an IP-bound crawl.
-STOCK_PER_IP = {"CONCURRENT_REQUESTS_PER_IP": 1,
-                "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue"}
 # "plugin-additive": the plugin with the reference design's recovery (POLITENESS_RECOVERY);
 # "plugin-bracket": with the bracket search alone (no round-pace prior).
 EXTRA_SECTIONS = ("dns-faults", "dns-loss", "overhead", "memory", "redis")
 MEM_TARGET = 400.0
 EVICT_TARGET = 1.10
-T0 = time.monotonic()
-
-
-def progress(msg: str) -> None:
-    print(f"[bench {time.monotonic() - T0:6.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
-# -- running one crawl -------------------------------------------------------
-
-@dataclass
-class CrawlRun:
-    ok: bool
-    result: dict[str, Any]
-    cpu: float  # user + sys of the crawl process (os.wait4)
-    error: str = ""
-    log: str = ""  # what the crawl logged (stderr)
-
-
-def run_crawl(urls: list[str], settings: dict[str, Any], *, static_hosts: dict[str, str]
-              | None = None, timeout: float = 300.0) -> CrawlRun:
-    """Run ``bench.crawl`` in a subprocess; its CPU time comes from ``os.wait4``."""
-    with tempfile.TemporaryDirectory(prefix="bench-crawl-") as tmp:
-        out = Path(tmp, "result.json")
-        job = Path(tmp, "job.json")
-        job.write_text(json.dumps({"urls": urls, "settings": settings, "out": str(out)}),
-                       encoding="utf-8")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        if static_hosts is not None:
-            env[ENV_VAR] = json.dumps(static_hosts)
-        with open(Path(tmp, "stderr"), "w+b") as err:
-            proc = subprocess.Popen([sys.executable, "-m", "bench.crawl", str(job)], cwd=ROOT,
-                                    env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=err)
-            killer = threading.Timer(timeout, proc.kill)
-            killer.start()
-            try:
-                _, status, usage = os.wait4(proc.pid, 0)
-            finally:
-                killer.cancel()
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            err.seek(0)
-            log = err.read().decode("utf-8", "replace")
-        cpu = usage.ru_utime + usage.ru_stime
-        if proc.returncode != 0 or not out.exists():
-            return CrawlRun(False, {}, cpu, f"exit {proc.returncode}: {log[-2000:]}")
-        return CrawlRun(True, json.loads(out.read_text(encoding="utf-8")), cpu, log=log)
 
 
 def config_settings(config: str, scenario: Scenario, farm: Farm) -> dict[str, Any]:
@@ -210,7 +153,8 @@ def scenario_table(scenario: Scenario, rows: list[Row]) -> list[str]:
     lines = [
         f"### {scenario.name}", "",
         f"{scenario.about}. Target interval **{scenario.interval:g} s**, IP floor "
-        f"**{scenario.ip_floor:g} s** (IP spacing max(floor, interval) = "
+        f"**{scenario.ip_floor:g} s** (IP rule "
+        f"{'coupled: max(floor, interval)' if scenario.coupled else 'decoupled: the floor'} = "
         f"{scenario.ip_spacing:g} s){rate}; CONCURRENT_REQUESTS={scenario.concurrent_requests}. "
         f"T* = **{bound:.2f} s** (set by {what}).", "",
         "| config | queue | requests | URLs 200 | 429s | host viol. | IP viol. | RA viol. "

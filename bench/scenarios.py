@@ -35,14 +35,23 @@ class Scenario:
     def interval_of(self, host: str) -> float:
         return self.host_intervals.get(host, self.interval)
 
+    @property
+    def coupled(self) -> bool:
+        """Whether the IP rule is the coupled model's (``POLITENESS_IP_MODEL``)."""
+        return self.extra.get("POLITENESS_IP_MODEL", "decoupled") == "coupled"
+
     def ip_spacing_of(self, ip: str) -> float:
-        """max(ip_floor, the largest interval of a host on ``ip``)."""
+        """The spacing the IP rule asks between two starts on ``ip``: the IP floor
+        (decoupled, the default: an IP keeps its own interval), or coupled
+        max(ip_floor, the largest interval of a host on ``ip``)."""
+        if not self.coupled:
+            return self.ip_floor
         hosts = [h for h, i in self.host_ip().items() if i == ip]
         return max([self.ip_floor, *(self.interval_of(h) for h in hosts)])
 
     @property
     def ip_spacing(self) -> float:
-        return max(self.ip_floor, self.interval)
+        return max(self.ip_floor, self.interval) if self.coupled else self.ip_floor
 
     def host_ip(self) -> dict[str, str]:
         return {h: raw["ip"] for h, raw in self.spec["hosts"].items()}

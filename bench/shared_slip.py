@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from redis_server import RedisServer, free_port
 
 from .metrics import Judgement, judge
-from .run import ADDON, STATIC_RESOLVER, CrawlRun, progress, run_crawl
+from .runner import ADDON, STATIC_RESOLVER, CrawlRun, progress, run_crawl
 from .scenarios import DOMAIN, Scenario
 
 INTERVAL = 0.25

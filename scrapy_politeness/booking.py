@@ -13,7 +13,7 @@ import math
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .policy import Release
-from .slip import Dispatch
+from .slip import LEAD, Dispatch, late_allowance
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -27,8 +27,6 @@ __all__ = ["BOOKED_META", "LEAD", "Booking", "booked_start", "go_as_booked", "la
            "start_as_booked"]
 
 BOOKED_META = "politeness_booked"
-# The frontier hands a request out up to this long before the instant it booked.
-LEAD = 0.05
 
 
 class Booking(NamedTuple):
@@ -56,21 +54,6 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
         return None
     covered = booked.get("covered")
     return Booking(float(at), float(covered) if isinstance(covered, (int, float)) else math.inf)
-
-
-def late_allowance(state: HostState, ip_spacing: float | None) -> float:
-    """How late after its booked start a request may still go, its real start
-    reported to the shared buckets at once (``ip_spacing``: what its start
-    spends on its IP, ``IPTable.spacing``; None: no IP bucket).
-
-    The next start on the same buckets is booked no sooner than one spacing
-    after this booking, minus the frontier's lead; half of what is left leaves
-    the report ample time to land first. Later than this: booked afresh.
-    """
-    spacing = state.interval()
-    if ip_spacing is not None and ip_spacing < spacing:
-        spacing = ip_spacing
-    return max(0.0, (spacing - LEAD) / 2.0)
 
 
 async def start_as_booked(booking: Booking, release: Release[Any],

@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import CloseSpider
 
 from .backends.base import LateStart
-from .booking import late_allowance
 from .policy import Release, Signal, merge_shared
-from .slip import STALL, Dispatch
+from .slip import STALL, Dispatch, late_allowance
 
 if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .connections import Connections
 from .policy.stalls import RecentSends
@@ -33,11 +33,27 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .policy import HostState, HostTable, IPTable, Release
-    from .sharedsync import SharedSync
 
-__all__ = ["STALL", "Dispatch", "SendSlip"]
+__all__ = ["LEAD", "STALL", "Dispatch", "LateArrivals", "SendSlip", "late_allowance"]
 
 STALL = 0.004  # a loop turn this long may have held the sends still on their way
+# The frontier hands a request out up to this long before the instant it booked.
+LEAD = 0.05
+
+
+def late_allowance(state: HostState, ip_spacing: float | None) -> float:
+    """How late after its booked start a request may still go, its real start
+    reported to the shared buckets at once (``ip_spacing``: what its start
+    spends on its IP, ``IPTable.spacing``; None: no IP bucket).
+
+    The next start on the same buckets is booked no sooner than one spacing
+    after this booking, minus the frontier's lead; half of what is left leaves
+    the report ample time to land first. Later than this: booked afresh.
+    """
+    spacing = state.interval()
+    if ip_spacing is not None and ip_spacing < spacing:
+        spacing = ip_spacing
+    return max(0.0, (spacing - LEAD) / 2.0)
 
 
 @dataclass(slots=True)
@@ -53,6 +69,13 @@ class Dispatch:
     cold: bool = False  # sent with no kept-alive connection of its host known idle
 
 
+class LateArrivals(Protocol):
+    """Where a late arrival is reported with a shared backend (``SharedSync``)."""
+
+    def late_arrival(self, dispatch: Dispatch, state: HostState, arrived: float,
+                     now: float) -> None: ...
+
+
 class SendSlip:
     """The slip estimate and the corrections it drives, for one crawler."""
 
@@ -60,7 +83,7 @@ class SendSlip:
         self.hosts = hosts
         self.ips = ips
         self.margin = margin  # what the gate adds to every spacing (POLITENESS_SEND_MARGIN)
-        self.shared: SharedSync | None = None
+        self.shared: LateArrivals | None = None
         # Called with a host key whose next start an answer moved EARLIER: the
         # scheduler queue's estimates are lower bounds only while instants move on.
         self.on_earlier: Callable[[str], None] | None = None

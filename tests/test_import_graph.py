@@ -11,16 +11,12 @@ from importgraph import cycles, edges
 ROOT = Path(__file__).resolve().parent.parent
 
 
-BENCH_SPLIT = pytest.mark.xfail(strict=True, reason="bench.run <-> dns_faults: being split")
-
-
-@pytest.mark.parametrize("tree", ["scrapy_politeness", pytest.param("bench", marks=BENCH_SPLIT)])
+@pytest.mark.parametrize("tree", ["scrapy_politeness", "bench"])
 def test_no_cycle_through_run_time_or_lazy_imports(tree: str) -> None:
     known, found = edges(ROOT / tree)
     assert cycles(known, [e for e in found if e[2] != "type"]) == []
 
 
-@pytest.mark.xfail(strict=True, reason="booking/sharedsync/slip, policy tables: being split")
 def test_no_cycle_even_through_type_only_imports() -> None:
     known, found = edges(ROOT / "scrapy_politeness")
     assert cycles(known, found) == []

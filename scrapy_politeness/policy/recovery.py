@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING
 from .config import Config, Signal, is_failure
 
 if TYPE_CHECKING:
-    from .tables import HostState
+    from .host_state import HostState
 
 __all__ = ["AT_PACE", "CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE",
            "PENDING_AT_MOST", "PROBE_SHARE", "REFUSED_WEIGHT", "ROUND_BELIEF", "SHRINK",

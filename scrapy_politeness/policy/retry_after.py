@@ -11,10 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from .tables import HostState
+from typing import Protocol
 
 __all__ = ["DRIFT", "Headers", "ServerDates", "note_date", "parse_retry_after", "retry_after_of",
            "retry_after_seen", "server_clock", "server_now"]
@@ -160,7 +157,13 @@ class Headers(Protocol):
     def get(self, key: bytes) -> bytes | None: ...
 
 
-def retry_after_seen(state: HostState, headers: Headers, now: float,
+class Dated(Protocol):
+    """What reading a response's dates needs of a host's state (``HostState``)."""
+
+    dates: ServerDates | None
+
+
+def retry_after_seen(state: Dated, headers: Headers, now: float,
                      wall_clock: Callable[[], float] = time.time) -> float | None:
     """One response: note its ``Date`` in ``state.dates`` (at monotonic ``now``),
     and return its Retry-After in seconds from now, or None.
