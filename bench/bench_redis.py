@@ -30,7 +30,7 @@ from test_multiprocess import (
 )
 
 from scrapy_politeness._sitefarm import Farm
-from scrapy_politeness.backends.redis import RedisBackend
+from scrapy_politeness.distributed.redis_backend import RedisBackend
 from scrapy_politeness.policy import Config, Signal
 
 N = 5000

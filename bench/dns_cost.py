@@ -1,11 +1,11 @@
 """CPU per DNS lookup: ``python -m bench.dns_cost``.
 
 One farm DNS server (its own process, on loopback) holds N names; this process
-resolves every one through :class:`scrapy_politeness.dns.DnsCache`, 32 lookups
+resolves every one through :class:`scrapy_politeness.dns.cache.DnsCache`, 32 lookups
 in flight as in a crawl: dnspython's resolver builds every query and parses
 every answer. Two ways of sending the UDP queries, alternated in rounds so a
 load change hits both alike: the plugin's (``plain``: a plain socket per
-query read with ``add_reader``, :mod:`scrapy_politeness.dnswire`) and
+query read with ``add_reader``, :mod:`scrapy_politeness.dns.query`) and
 dnspython's own asyncio path (``dnspython``: a datagram transport, a protocol
 and a task per read). Reports the process CPU (``time.process_time``) per
 lookup, the median of the rounds, and the ratio plain / dnspython. Both
@@ -23,7 +23,7 @@ import time
 import dns.nameserver
 
 from scrapy_politeness._sitefarm import Farm
-from scrapy_politeness.dns import DnsCache
+from scrapy_politeness.dns.cache import DnsCache
 
 MODES = (("plain", True), ("dnspython", False))
 

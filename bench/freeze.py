@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from scrapy import signals
 
-from scrapy_politeness.gcfreeze import freeze_start_heap
+from scrapy_politeness.downloader.gc_freeze import freeze_start_heap
 
 if TYPE_CHECKING:
     from typing import Self

@@ -19,7 +19,7 @@ load change hits both alike), CPU time of the crawl process from ``os.wait4``:
 - ``shared-hosting``: 600 hosts x 2 pages on 2 IPs at 0.02 s spacing, judged as
   ``many-hosts-spaced``: hundreds of vhosts behind one IP, where the IP, not
   the host, sets every host's next start (the scheduler queue's IP groups,
-  ``scrapy_politeness/hostheap.py``).
+  ``scrapy_politeness/scheduler/host_heap.py``).
 
 Every ratio compares like with like: the plugin and stock both with the garbage
 collector as Python leaves it (``POLITENESS_GC_FREEZE`` is off by default). The two

@@ -40,8 +40,8 @@ def measure(pending: int, n_hosts: int, steps: int, per_ip: int = 10) -> float:
     from scrapy.squeues import FifoMemoryQueue
     from scrapy.utils.test import get_crawler
 
-    from scrapy_politeness import pqueue
     from scrapy_politeness.middleware import PolitenessMiddleware
+    from scrapy_politeness.scheduler import queue as pqueue
 
     clock = Clock()
     pqueue.clock = clock  # type: ignore[assignment]

@@ -105,7 +105,7 @@ def draw_timeline(trace: Path, out: Path) -> str:
     if not trace.exists():
         return f"no trace at {trace}: no timeline drawn"
     try:
-        from scrapy_politeness.plot import read_trace, render, series
+        from scrapy_politeness.observe.plot import read_trace, render, series
         path = render(series(read_trace(trace), top=8), out, width=1200, height=800, dpi=100)
     except ImportError:
         return ("timeline not drawn: matplotlib is missing "

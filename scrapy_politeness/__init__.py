@@ -12,12 +12,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .policy import Config, Signal
+from scrapy_politeness.policy import Config, Signal
 
 if TYPE_CHECKING:
-    from .addon import Addon
-    from .middleware import PolitenessMiddleware
-    from .settings import PolitenessSettings
+    from scrapy_politeness.addon import Addon
+    from scrapy_politeness.middleware import PolitenessMiddleware
+    from scrapy_politeness.settings import PolitenessSettings
 
 __all__ = ["Addon", "Config", "PolitenessMiddleware", "PolitenessSettings", "Signal"]
 __version__ = "0.1.0"

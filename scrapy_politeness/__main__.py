@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--height", type=int, default=800, help="pixels (default 800)")
     plot.add_argument("--dpi", type=int, default=100, help="dots per inch (default 100)")
     plot.add_argument("--title", default=None)
-    from ._farmcmd import add_parser
+    from scrapy_politeness._sitefarm.command import add_parser
 
     add_parser(sub)
     return parser
@@ -56,7 +56,7 @@ def _not_a_trace(records: list[dict[str, Any]]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "farm":
-        from ._farmcmd import run
+        from scrapy_politeness._sitefarm.command import run
 
         return run(args)
     if args.hosts < 1 or args.width < 16 or args.height < 16 or args.dpi < 1:
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print(MISSING_MATPLOTLIB, file=sys.stderr)
         return 2
-    from .plot import read_trace, render, series
+    from scrapy_politeness.observe.plot import read_trace, render, series
 
     try:
         records = read_trace(args.trace)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.misc import load_object
 
-from .middleware import PolitenessMiddleware
+from scrapy_politeness.middleware import PolitenessMiddleware
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -74,7 +74,7 @@ class Addon:
         if (settings.getpriority("SCHEDULER_PRIORITY_QUEUE") or 0) <= SETTINGS_PRIORITIES["addon"]:
             settings.set("SCHEDULER_PRIORITY_QUEUE", _PQ_PATH, priority="addon")
             return
-        from .pqueue import PolitenessAwarePriorityQueue
+        from scrapy_politeness.scheduler.queue import PolitenessAwarePriorityQueue
 
         chosen = settings["SCHEDULER_PRIORITY_QUEUE"]
         if not _is(chosen, PolitenessAwarePriorityQueue):

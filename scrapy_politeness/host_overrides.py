@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .policy import RECOVERIES, Config, host_key
-from .setting_values import choice, json_value, number
+from scrapy_politeness.policy import RECOVERIES, Config, host_key
+from scrapy_politeness.setting_values import choice, json_value, number
 
 __all__ = ["CONFIG_FIELDS", "config_of", "host_overrides"]
 
@@ -70,7 +70,7 @@ def _by_domain(hosts: dict[str, Config]) -> dict[str, Config]:
     one of its hosts applies to the whole group; two differing overrides for
     one group cannot both hold.
     """
-    from .grouping import make_key_function
+    from scrapy_politeness.downloader.host_keys import make_key_function
 
     key = make_key_function("domain")
     grouped: dict[str, Config] = {}

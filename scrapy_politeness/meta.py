@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .policy import host_key
+from scrapy_politeness.policy import host_key
 
 __all__ = ["BUCKET", "BYPASS", "bucket_of", "bypasses"]
 

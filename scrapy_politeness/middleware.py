@@ -9,11 +9,10 @@ fed back first.
 
 With the plugin's scheduler queue, requests wait in the scheduler and reach
 this middleware when their buckets allow; with any other queue they wait here.
-Either way nothing starts before both buckets allow it. The parts: the gate on
-the event loop (:mod:`.gatedriver`), the send slip (:mod:`.slip`), the shared
-backend (:mod:`.sharedsync`), outcomes fed back (:mod:`.outcomes`), stats and
-trace (:mod:`.observer`), JOBDIR state (:mod:`.jobstate`); the decisions
-themselves are in :mod:`.policy`.
+Either way nothing starts before both buckets allow it. The parts are in
+``downloader/`` (the gate on the event loop, the send lateness, slots, feedback),
+``distributed/`` (the shared backend), ``observe/`` (stats, trace) and
+``jobdir/``; the decisions themselves are in ``policy/``.
 """
 
 from __future__ import annotations
@@ -27,29 +26,29 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
-from .backends import make_backend
-from .booking import booked_start, go_as_booked
-from .dns import DnsCache
-from .drops import Drops
-from .failures import log_dns_errors_on_one_line
-from .gatedriver import GateDriver, Waiter
-from .gateview import NETWORK_SCHEMES, GateView, Hint
-from .gcfreeze import freeze_start_heap
-from .grouping import HostKeys
-from .jobstate import JobState
-from .observer import STATS, Observer
-from .outcomes import Outcomes
-from .policy import Gate, HostTable, IPTable
-from .proxies import is_proxied
-from .robots import CrawlDelays
-from .robotsfetch import RobotsPrefetch
-from .settings import PolitenessSettings
-from .sharedsync import SharedSync
-from .slip import Dispatch, SendSlip
-from .startup import load_settings, start_line, warn_missing_internals
-from .tickets import Tickets
-from .watch import Watch
-from .watchdog import Watchdog
+from scrapy_politeness.distributed import make_backend
+from scrapy_politeness.distributed.booking import booked_start, go_as_booked
+from scrapy_politeness.distributed.sync import SharedSync
+from scrapy_politeness.dns.cache import DnsCache
+from scrapy_politeness.downloader.crawl_delays import CrawlDelays
+from scrapy_politeness.downloader.dropped_hosts import Drops
+from scrapy_politeness.downloader.estimates import NETWORK_SCHEMES, GateView, Hint
+from scrapy_politeness.downloader.failure_kinds import log_dns_errors_on_one_line
+from scrapy_politeness.downloader.feedback import Outcomes
+from scrapy_politeness.downloader.gate_driver import GateDriver, Waiter
+from scrapy_politeness.downloader.gc_freeze import freeze_start_heap
+from scrapy_politeness.downloader.host_keys import HostKeys
+from scrapy_politeness.downloader.periodic import Watch
+from scrapy_politeness.downloader.proxies import is_proxied
+from scrapy_politeness.downloader.send_lateness import Dispatch, SendSlip
+from scrapy_politeness.downloader.slot_tickets import Tickets
+from scrapy_politeness.downloader.watchdog import Watchdog
+from scrapy_politeness.jobdir.learnt_state import JobState
+from scrapy_politeness.observe.observer import STATS, Observer
+from scrapy_politeness.policy import Gate, HostTable, IPTable
+from scrapy_politeness.scheduler.robots_prefetch import RobotsPrefetch
+from scrapy_politeness.settings import PolitenessSettings
+from scrapy_politeness.startup import load_settings, start_line, warn_missing_internals
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,7 +58,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from .pinning import Pin
+    from scrapy_politeness.dns.pinning import Pin
 
 __all__ = ["Hint", "PolitenessMiddleware"]  # Hint: re-exported for the queue
 
@@ -225,7 +224,7 @@ class PolitenessMiddleware:
 
     # -- the outcome ---------------------------------------------------------
 
-    # A download's own end frees its slot and feeds it back (:mod:`.tickets`);
+    # A download's own end frees its slot and feeds it back (downloader/slot_tickets.py);
     # these two see what a download did not end (a middleware above answered).
 
     def process_response(self, request: Request, response: Response) -> Response:
@@ -258,7 +257,9 @@ class PolitenessMiddleware:
         if self.shared is not None:
             await self.shared.open()
         if self.settings.dns_pin:
-            from .pinning import install  # imports Twisted's reactor: only once the crawl runs
+            from scrapy_politeness.dns.pinning import (
+                install,  # imports Twisted's reactor: only once the crawl runs
+            )
 
             self._pin = install(self.dns.pinned)
         now = loop.time()

@@ -118,7 +118,7 @@ def optional_path(name: str, value: Any) -> str | None:
 
 
 def backend_url(value: Any) -> str:
-    from .backends.redaction import SCHEMES, normalise_scheme, redact_url
+    from scrapy_politeness.distributed.redaction import SCHEMES, normalise_scheme, redact_url
 
     if isinstance(value, str):
         url = normalise_scheme(value)

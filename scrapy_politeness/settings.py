@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .host_overrides import CONFIG_FIELDS, config_of, host_overrides
-from .policy import IP_MODELS, RECOVERIES, Config
-from .setting_values import (
+from scrapy_politeness.host_overrides import CONFIG_FIELDS, config_of, host_overrides
+from scrapy_politeness.policy import IP_MODELS, RECOVERIES, Config
+from scrapy_politeness.setting_values import (
     backend_url,
     boolean,
     choice,

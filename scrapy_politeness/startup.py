@@ -15,9 +15,9 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from .logstats import plural
-from .scrapy_internals import missing
-from .settings import PolitenessSettings, unknown_names
+from scrapy_politeness.observe.live_line import plural
+from scrapy_politeness.scrapy_internals import missing
+from scrapy_politeness.settings import PolitenessSettings, unknown_names
 
 __all__ = ["BackendNotUsable", "check_asyncio", "check_backend", "start_line",
            "warn_missing_internals", "warn_unknown_settings"]
@@ -105,7 +105,7 @@ def check_backend(url: str, timeout: float = 5.0) -> None:
     """
     if url == "memory":
         return
-    from .backends.redis import redact_url
+    from scrapy_politeness.distributed.redis_backend import redact_url
 
     shown = redact_url(url)
     try:
@@ -146,7 +146,7 @@ def start_line(settings: PolitenessSettings, crawler_settings: Any) -> str:
     c = settings.config
     backend = settings.backend
     if backend != "memory":
-        from .backends.redis import redact_url
+        from scrapy_politeness.distributed.redis_backend import redact_url
 
         backend = redact_url(backend)
     queue = str(crawler_settings.get("SCHEDULER_PRIORITY_QUEUE") or "")

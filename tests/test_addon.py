@@ -161,7 +161,7 @@ def test_a_users_queue_is_kept_and_a_foreign_one_warned_about(
     assert crawler.settings["SCHEDULER_PRIORITY_QUEUE"] == DAPQ
     assert "keeps your SCHEDULER_PRIORITY_QUEUE" in caplog.text
     caplog.clear()
-    from scrapy_politeness.pqueue import PolitenessAwarePriorityQueue
+    from scrapy_politeness.scheduler.queue import PolitenessAwarePriorityQueue
 
     with caplog.at_level(logging.WARNING, logger="scrapy_politeness.addon"):
         get_crawler(settings_dict={"SCHEDULER_PRIORITY_QUEUE": PolitenessAwarePriorityQueue,

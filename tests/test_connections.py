@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scrapy_politeness.connections import Connections
+from scrapy_politeness.downloader.connections import Connections
+from scrapy_politeness.downloader.send_lateness import Dispatch, SendSlip
 from scrapy_politeness.policy import Config, HostTable, IPTable
-from scrapy_politeness.slip import Dispatch, SendSlip
 
 
 def test_a_send_takes_an_idle_connection_or_opens_one() -> None:

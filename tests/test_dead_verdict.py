@@ -19,8 +19,8 @@ import redis
 from redis_server import RedisServer, aio
 from scrapy.utils.test import get_crawler
 
-from scrapy_politeness import persistence
-from scrapy_politeness.backends.redis import RedisBackend
+from scrapy_politeness.distributed.redis_backend import RedisBackend
+from scrapy_politeness.jobdir import persistence
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import Config, HostTable, Signal
 from scrapy_politeness.settings import PolitenessSettings

@@ -20,8 +20,8 @@ from fakeclock import Clock
 from twisted.internet.defer import Deferred
 
 from scrapy_politeness._sitefarm import Farm
-from scrapy_politeness.dns import DnsCache, read_hosts_file
-from scrapy_politeness.pinning import PinnedNameResolver, install
+from scrapy_politeness.dns.cache import DnsCache, read_hosts_file
+from scrapy_politeness.dns.pinning import PinnedNameResolver, install
 from scrapy_politeness.policy import FailureKind
 
 SPEC: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""The UDP query path (scrapy_politeness.dnswire) against real loopback servers.
+"""The UDP query path (scrapy_politeness.dns.query) against real loopback servers.
 
 A small DNS server in the test (real UDP sockets on 127.0.0.1) answers as told:
 a spoofed reply first (wrong id, wrong question, from another address), then
@@ -24,8 +24,8 @@ import pytest_twisted
 from twisted.internet.defer import Deferred
 
 from scrapy_politeness._sitefarm import Farm
-from scrapy_politeness.dns import DnsCache
-from scrapy_politeness.dnswire import UdpNameserver, udp_query
+from scrapy_politeness.dns.cache import DnsCache
+from scrapy_politeness.dns.query import UdpNameserver, udp_query
 
 T = TypeVar("T")
 

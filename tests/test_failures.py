@@ -32,11 +32,11 @@ from twisted.internet import error as txerror
 from twisted.internet.defer import Deferred
 
 from scrapy_politeness._sitefarm import Farm
-from scrapy_politeness.dns import DnsCache
-from scrapy_politeness.failures import NameNotResolvedError, classify_exception
+from scrapy_politeness.dns.cache import DnsCache
+from scrapy_politeness.downloader.failure_kinds import NameNotResolvedError, classify_exception
+from scrapy_politeness.downloader.send_lateness import Dispatch as _Dispatch
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import FailureKind, backoff_cause, reached_server
-from scrapy_politeness.slip import Dispatch as _Dispatch
 
 SPEC: dict[str, Any] = {
     "ips": ["127.0.0.2"],

@@ -139,7 +139,7 @@ def test_dns_port_fixes_the_farms_name_server_across_restarts(tmp_path: Path) ->
 
 def test_a_stale_farm_spider_asks_whether_the_farm_is_running(tmp_path: Path) -> None:
     """A spider written for a farm that no longer answers stops with one clear ERROR line."""
-    from scrapy_politeness._farmcmd import spider_source
+    from scrapy_politeness._sitefarm.command import spider_source
 
     dead = f"127.0.0.1:{_free_port()}"
     source = spider_source(["http://fast1.farm.test:1/"], {"POLITENESS_DNS_NAMESERVERS": [dead]},

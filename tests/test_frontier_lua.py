@@ -14,8 +14,8 @@ import pytest
 import redis
 from redis_server import RedisServer, redis_server_fixture
 
-from scrapy_politeness.backends.redis import _script
-from scrapy_politeness.frontier import _script_source
+from scrapy_politeness.distributed.frontier import _script_source
+from scrapy_politeness.distributed.redis_backend import _script
 
 P, NS = "spider:requests", "politeness:test"
 INTERVAL, MARGIN, IP_FLOOR, LEAD, CLAIM = 0.3, 0.01, 0.3, 0.05, 0.2

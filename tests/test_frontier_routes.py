@@ -9,7 +9,7 @@ from redis_server import aio
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
-from scrapy_politeness.frontier_routes import IP_NEWS, HostRoutes
+from scrapy_politeness.distributed.frontier_routes import IP_NEWS, HostRoutes
 from scrapy_politeness.middleware import PolitenessMiddleware
 
 

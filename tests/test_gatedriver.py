@@ -9,7 +9,7 @@ from typing import Any
 import pytest_twisted
 from twisted.internet.defer import Deferred
 
-from scrapy_politeness.gatedriver import GateDriver
+from scrapy_politeness.downloader.gate_driver import GateDriver
 from scrapy_politeness.policy import Config, Gate, HostTable, IPTable, Release
 
 

@@ -1,4 +1,4 @@
-"""The start-up heap frozen when the spider opens (scrapy_politeness.gcfreeze).
+"""The start-up heap frozen when the spider opens (scrapy_politeness.downloader.gc_freeze).
 
 The collector is the process's, so every check runs in a process of its own:
 a fresh interpreter for the function, real crawls (``crawl_script.py``) for
@@ -17,7 +17,7 @@ from crawling import farm_settings, run_crawl
 
 PROBE = """
 import gc, json
-from scrapy_politeness.gcfreeze import freeze_start_heap
+from scrapy_politeness.downloader.gc_freeze import freeze_start_heap
 kept = [[i] for i in range(5000)]  # live objects the freeze must take along
 first = freeze_start_heap()
 count = gc.get_freeze_count()

@@ -16,8 +16,8 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.robotstxt import ProtegoRobotParser, PythonRobotParser
 from scrapy.utils.test import get_crawler
 
+from scrapy_politeness.downloader.crawl_delays import robots_delay
 from scrapy_politeness.middleware import PolitenessMiddleware
-from scrapy_politeness.robots import robots_delay
 
 UA = "farmbot"
 

@@ -11,7 +11,7 @@ from scrapy.pqueues import ScrapyPriorityQueue
 from scrapy.squeues import FifoMemoryQueue, LifoMemoryQueue, PickleFifoDiskQueue
 from scrapy.utils.test import get_crawler
 
-from scrapy_politeness.hostqueue import MemoryHostQueue, memory_order
+from scrapy_politeness.scheduler.host_queue import MemoryHostQueue, memory_order
 
 CLASSES = (FifoMemoryQueue, LifoMemoryQueue)
 

@@ -3,6 +3,7 @@ one concern, or a dependency points the wrong way."""
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,16 @@ def test_the_graph_sees_each_kind_of_import(tmp_path: Path) -> None:
                              ("pkg.c", "pkg.sub.d", "type"), ("pkg.sub.d", "pkg.a", "run")]
     assert cycles(known, found) == [["pkg.a", "pkg.b", "pkg.c", "pkg.sub.d"]]
     assert cycles(known, [e for e in found if e[2] != "type"]) == []
+
+
+def test_the_package_shows_its_architecture_in_its_folders() -> None:
+    """At most 12 modules at the top (the Scrapy glue), the rest in folders by
+    concern, each with a docstring that says its role; no module over 300 lines."""
+    package = ROOT / "scrapy_politeness"
+    top = sorted(p.name for p in package.glob("*.py"))
+    assert len(top) <= 12, top
+    for folder in (p for p in package.iterdir() if (p / "__init__.py").exists()):
+        assert ast.get_docstring(ast.parse((folder / "__init__.py").read_text())), folder.name
+    long = {str(p.relative_to(package)): n for p in package.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 300}
+    assert long == {}

@@ -15,11 +15,11 @@ import uuid
 import pytest_twisted
 from redis_server import RedisServer, aio, opened_on_this_loop, shared_middleware
 
-from scrapy_politeness.backends import LateStart
-from scrapy_politeness.backends.redis import RedisBackend
+from scrapy_politeness.distributed import LateStart
+from scrapy_politeness.distributed.redis_backend import RedisBackend
+from scrapy_politeness.downloader.send_lateness import Dispatch
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import Config, Signal
-from scrapy_politeness.slip import Dispatch
 
 IP = "127.6.0.9"
 CONFIG = Config(default=0.3, floor=0.3, ceiling=10.0, ip_floor=0.3)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from scrapy.utils.test import get_crawler
 
-from scrapy_politeness.logstats import LOG_FORMAT, PeriodWaits, snapshot
 from scrapy_politeness.middleware import PolitenessMiddleware
+from scrapy_politeness.observe.live_line import LOG_FORMAT, PeriodWaits, snapshot
 from scrapy_politeness.policy import Config, HostTable
 from scrapy_politeness.settings import PolitenessSettings
 
@@ -177,7 +177,7 @@ def test_wait_seconds_stat_is_rounded_at_the_end() -> None:
 
 def test_counts_of_one_are_singular_in_every_line() -> None:
     """"1 hosts", "1 requests", "1 fetches" read as a bug to a user."""
-    from scrapy_politeness.logstats import plural, report_text
+    from scrapy_politeness.observe.live_line import plural, report_text
 
     assert [plural(n, "host") for n in (0, 1, 2)] == ["0 hosts", "1 host", "2 hosts"]
     assert plural(1, "fetch", "fetches") == "1 fetch"

@@ -14,8 +14,8 @@ import pytest
 from crawling import farm_settings, run_crawl
 from scrapy.utils.test import get_crawler
 
-from scrapy_politeness import persistence
-from scrapy_politeness.jobstate import JobState
+from scrapy_politeness.jobdir import persistence
+from scrapy_politeness.jobdir.learnt_state import JobState
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import Config, HostTable, IPTable
 from scrapy_politeness.settings import PolitenessSettings

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from scrapy_politeness.__main__ import MISSING_MATPLOTLIB, main
-from scrapy_politeness.plot import read_trace, series
+from scrapy_politeness.observe.plot import read_trace, series
 
 TRACE: list[dict[str, Any]] = [
     {"type": "header", "version": 1, "wall": 1_700_000_000.0},

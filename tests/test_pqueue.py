@@ -25,11 +25,12 @@ from scrapy.squeues import FifoMemoryQueue, PickleFifoDiskQueue, PickleLifoDiskQ
 from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
 
-from scrapy_politeness import handout, pqueue
-from scrapy_politeness.dns import DnsCache
+from scrapy_politeness.dns.cache import DnsCache
+from scrapy_politeness.downloader.send_lateness import Dispatch
 from scrapy_politeness.middleware import PolitenessMiddleware
-from scrapy_politeness.pqueue import PolitenessAwarePriorityQueue
-from scrapy_politeness.slip import Dispatch
+from scrapy_politeness.scheduler import handed_out as handout
+from scrapy_politeness.scheduler import queue as pqueue
+from scrapy_politeness.scheduler.queue import PolitenessAwarePriorityQueue
 
 INTERVAL = 1.0
 
@@ -552,7 +553,7 @@ def test_a_late_wake_up_moves_the_sends_a_stall_held(mw: PolitenessMiddleware,
                                                       clock: Clock) -> None:
     """In queue mode requests rarely wait for a gate timer: the queue's own late
     wake-up is what reveals a loop stall, and the sends it held move to its end."""
-    from scrapy_politeness.slip import Dispatch
+    from scrapy_politeness.downloader.send_lateness import Dispatch
 
     q = _queue(mw.crawler)
     on_ip(mw, "a.test", "127.0.9.3")
@@ -590,7 +591,7 @@ def test_a_host_that_empties_keeps_its_queue_for_a_while(
     """At high rates a host's queue empties and refills on every request: it is
     kept (not rebuilt) for ``IDLE_KEEP`` seconds, then closed and its directory
     reclaimed."""
-    from scrapy_politeness import hostheap
+    from scrapy_politeness.scheduler import host_heap as hostheap
 
     key = str(tmp_path / "q")
     q = _queue(mw.crawler, PickleFifoDiskQueue, key)
@@ -621,7 +622,7 @@ def test_a_host_that_empties_keeps_its_queue_for_a_while(
 def test_no_more_than_idle_max_hosts_are_kept(mw: PolitenessMiddleware, clock: Clock,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Past ``IDLE_MAX`` emptied hosts, the oldest are closed even while fresh."""
-    from scrapy_politeness import hostheap
+    from scrapy_politeness.scheduler import host_heap as hostheap
 
     monkeypatch.setattr(hostheap, "IDLE_MAX", 2)
     q = _queue(mw.crawler)
@@ -641,7 +642,7 @@ def test_memory_hosts_keep_their_requests_on_deques_disk_hosts_in_scrapys_queue(
     keeps ScrapyPriorityQueue and its files."""
     from scrapy.pqueues import ScrapyPriorityQueue
 
-    from scrapy_politeness.hostqueue import MemoryHostQueue
+    from scrapy_politeness.scheduler.host_queue import MemoryHostQueue
 
     memory = _queue(mw.crawler)
     disk = _queue(mw.crawler, PickleFifoDiskQueue, str(tmp_path / "q"))

@@ -11,7 +11,7 @@ from scrapy import Request
 from test_pqueue import INTERVAL, _queue, clock, mw, on_ip, reached, take, url
 
 from scrapy_politeness.middleware import PolitenessMiddleware
-from scrapy_politeness.pqueue import PolitenessAwarePriorityQueue
+from scrapy_politeness.scheduler.queue import PolitenessAwarePriorityQueue
 
 __all__ = ["clock", "mw"]  # the fixtures this module uses
 

@@ -286,7 +286,7 @@ def test_a_resumed_crawl_needs_no_fresh_429_to_relearn() -> None:
     holds the learnt pace from its first fetch; a crawl that forgot pays again.
     The first crawl is long enough (100 pages, 33 s) for its bracket to close:
     one stopped mid-search goes on probing after the resume, as it would have."""
-    from scrapy_politeness import persistence
+    from scrapy_politeness.jobdir import persistence
 
     server = TokenBucket(1 / 3, retry_after=2)
     first = HostTable(FAST)

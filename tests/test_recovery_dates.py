@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from scrapy.http import Request, Response
 from scrapy.utils.test import get_crawler
 
+from scrapy_politeness.downloader.send_lateness import Dispatch
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import ServerDates, note_date, retry_after_of, server_now
-from scrapy_politeness.slip import Dispatch
 
 SERVER = 1_800_000_000.0  # the server's unix time at our monotonic 0
 

@@ -19,8 +19,8 @@ import pytest_twisted
 from ratesim import TokenBucket, crawl
 from redis_server import RedisServer, aio
 
-from scrapy_politeness.backends import SharedHost
-from scrapy_politeness.backends.redis import RedisBackend
+from scrapy_politeness.distributed import SharedHost
+from scrapy_politeness.distributed.redis_backend import RedisBackend
 from scrapy_politeness.policy import Config, HostState, HostTable, Signal
 
 FAST = Config(recovery="fast")

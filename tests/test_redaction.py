@@ -16,9 +16,13 @@ import pytest_twisted
 from redis_server import aio, free_port, require_redis_server
 from scrapy.settings import Settings
 
-from scrapy_politeness.backends import make_backend
-from scrapy_politeness.backends.redaction import redact_url, secrets_of
-from scrapy_politeness.backends.redis import BackendError, BackendUnavailable, RedisBackend
+from scrapy_politeness.distributed import make_backend
+from scrapy_politeness.distributed.redaction import redact_url, secrets_of
+from scrapy_politeness.distributed.redis_backend import (
+    BackendError,
+    BackendUnavailable,
+    RedisBackend,
+)
 from scrapy_politeness.settings import PolitenessSettings
 
 SECRET = "Sup3r:Secr/et"  # a ':' and a '/' in it: percent-encoded in URLs

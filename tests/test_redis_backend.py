@@ -21,12 +21,12 @@ import pytest_twisted
 import redis
 from redis_server import RedisServer, aio, require_redis_server
 
-from scrapy_politeness.backends import make_backend
-from scrapy_politeness.backends.redis import BackendUnavailable, RedisBackend, redact_url
+from scrapy_politeness.distributed import make_backend
+from scrapy_politeness.distributed.redis_backend import BackendUnavailable, RedisBackend, redact_url
 from scrapy_politeness.policy import Config, Signal, recovery
 from scrapy_politeness.policy.tables import HostTable
 
-LOGGER = "scrapy_politeness.backends.redis"
+LOGGER = "scrapy_politeness.distributed.redis_backend"
 
 
 

@@ -19,13 +19,16 @@ import pytest_twisted
 from redis_server import RedisServer, aio, opened_on_this_loop, shared_middleware
 from scrapy.utils.test import get_crawler
 
-from scrapy_politeness.backends import SharedHost
-from scrapy_politeness.backends import redis as redis_backend
-from scrapy_politeness.backends.redis import BackendError, BackendUnavailable, RedisBackend
+from scrapy_politeness.distributed import SharedHost, redis_backend
+from scrapy_politeness.distributed.redis_backend import (
+    BackendError,
+    BackendUnavailable,
+    RedisBackend,
+)
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import Config, Release, Signal, merge_shared
 
-LOGGER = "scrapy_politeness.backends.redis"
+LOGGER = "scrapy_politeness.distributed.redis_backend"
 IP = "127.6.0.1"
 
 

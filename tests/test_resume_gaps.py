@@ -17,8 +17,8 @@ from typing import Any
 
 from crawling import farm_settings, run_crawl
 
-from scrapy_politeness import persistence
 from scrapy_politeness._sitefarm.gaps import starts_by, violations
+from scrapy_politeness.jobdir import persistence
 
 TOL = 0.015
 IP = "127.0.0.2"

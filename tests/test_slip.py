@@ -13,9 +13,9 @@ import pytest
 from scrapy import Request
 from scrapy.utils.test import get_crawler
 
+from scrapy_politeness.downloader.send_lateness import Dispatch as _Dispatch
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import Release
-from scrapy_politeness.slip import Dispatch as _Dispatch
 
 IP = "127.0.0.2"
 
@@ -171,7 +171,7 @@ def test_a_stall_does_not_inflate_the_slip_of_the_sends_after_it() -> None:
     slow turn: the turn count moves what the stall held. The requests after it
     are spent at their resume plus twice a turn's lag (at most ``STALL``), not
     300 ms later: that held every IP's next start back after every collection."""
-    from scrapy_politeness.slip import STALL
+    from scrapy_politeness.downloader.send_lateness import STALL
 
     mw = _mw(POLITENESS_DEFAULT=0.1, POLITENESS_FLOOR=0.1, POLITENESS_IP_FLOOR=0.1)
     mw.hosts.get("a.test")

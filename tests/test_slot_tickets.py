@@ -23,12 +23,12 @@ from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
 
-from scrapy_politeness.booking import BOOKED_META
-from scrapy_politeness.gatedriver import GateDriver
+from scrapy_politeness.distributed.booking import BOOKED_META
+from scrapy_politeness.downloader.gate_driver import GateDriver
+from scrapy_politeness.downloader.send_lateness import Dispatch
+from scrapy_politeness.downloader.watchdog import Watchdog
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.policy import Config, Gate, HostTable, IPTable
-from scrapy_politeness.slip import Dispatch
-from scrapy_politeness.watchdog import Watchdog
 
 HOST = "127.0.0.9"  # an IP literal: no DNS
 URL = f"http://{HOST}/"

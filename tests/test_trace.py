@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 import pytest
 from crawling import farm_settings, run_crawl
 
+from scrapy_politeness.observe.trace import TRACE_VERSION, TraceWriter
 from scrapy_politeness.settings import PolitenessSettings
-from scrapy_politeness.trace import TRACE_VERSION, TraceWriter
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

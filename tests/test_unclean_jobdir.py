@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from crawling import SCRIPT, farm_settings, run_crawl
 
-from scrapy_politeness import jobdir, persistence
+from scrapy_politeness.jobdir import persistence
+from scrapy_politeness.jobdir import shutdown_kind as jobdir
 
 HOSTS = [f"j{i}.farm.test" for i in range(6)]
 SLOW = "slowjob.farm.test"  # keeps downloads in flight, so a graceful close takes seconds

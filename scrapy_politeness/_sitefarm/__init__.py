@@ -6,11 +6,11 @@ measure request spacing on the SERVER side (first-byte arrival times),
 independent of the crawler's own bookkeeping. It may change without notice.
 """
 
-from .arrival import Arrival
-from .client import Farm, FarmError
-from .gaps import host_gaps, ip_gaps, min_gap, starts_by, violations
-from .spec import FarmSpec, HostSpec, SpecError, parse_spec
-from .specs import demo_spec
+from scrapy_politeness._sitefarm.arrival import Arrival
+from scrapy_politeness._sitefarm.client import Farm, FarmError
+from scrapy_politeness._sitefarm.gaps import host_gaps, ip_gaps, min_gap, starts_by, violations
+from scrapy_politeness._sitefarm.spec import FarmSpec, HostSpec, SpecError, parse_spec
+from scrapy_politeness._sitefarm.specs import demo_spec
 
 __all__ = [
     "Arrival",

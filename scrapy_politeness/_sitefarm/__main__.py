@@ -7,8 +7,8 @@ import asyncio
 import json
 import sys
 
-from .server import serve
-from .spec import SpecError, parse_spec
+from scrapy_politeness._sitefarm.server import serve
+from scrapy_politeness._sitefarm.spec import SpecError, parse_spec
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,8 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from .arrival import Arrival
-from .spec import parse_spec
+from scrapy_politeness._sitefarm.arrival import Arrival
+from scrapy_politeness._sitefarm.spec import parse_spec
 
 READY_TIMEOUT = 15.0
 STOP_TIMEOUT = 5.0

@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .httpserver import ConnInfo
-from .httpwire import BadRequest, Request, Response
-from .state import FarmState
+from scrapy_politeness._sitefarm.httpserver import ConnInfo
+from scrapy_politeness._sitefarm.httpwire import BadRequest, Request, Response
+from scrapy_politeness._sitefarm.state import FarmState
 
 JSON = "application/json"
 

@@ -30,8 +30,8 @@ import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 
-from .spec import HostSpec, normalise_name
-from .state import FarmState
+from scrapy_politeness._sitefarm.spec import HostSpec, normalise_name
+from scrapy_politeness._sitefarm.state import FarmState
 
 
 class DnsResolver:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from itertools import pairwise
 
-from .arrival import Arrival
+from scrapy_politeness._sitefarm.arrival import Arrival
 
 
 def starts_by(arrivals: Iterable[Arrival], key: Callable[[Arrival], str]) -> dict[str, list[float]]:

@@ -14,7 +14,13 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol, cast
 
-from .httpwire import BadRequest, Request, RequestReader, Response, encode_response
+from scrapy_politeness._sitefarm.httpwire import (
+    BadRequest,
+    Request,
+    RequestReader,
+    Response,
+    encode_response,
+)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from email.utils import formatdate
 
-from .spec import HostSpec
+from scrapy_politeness._sitefarm.spec import HostSpec
 
 
 class TokenBucket:

@@ -15,12 +15,12 @@ import sys
 import threading
 from typing import TextIO
 
-from .control import ControlHandler
-from .dnsserver import start_dns
-from .httpserver import Handler, HttpConnection
-from .sites import SiteHandler
-from .spec import FarmSpec
-from .state import FarmState
+from scrapy_politeness._sitefarm.control import ControlHandler
+from scrapy_politeness._sitefarm.dnsserver import start_dns
+from scrapy_politeness._sitefarm.httpserver import Handler, HttpConnection
+from scrapy_politeness._sitefarm.sites import SiteHandler
+from scrapy_politeness._sitefarm.spec import FarmSpec
+from scrapy_politeness._sitefarm.state import FarmState
 
 PORT_RANGE = (20000, 60000)
 PORT_ATTEMPTS = 200

@@ -10,12 +10,18 @@ from __future__ import annotations
 import asyncio
 import html
 
-from .arrival import Arrival
-from .httpserver import ConnInfo
-from .httpwire import BadRequest, Request, Response, normalise_host, reason_phrase
-from .ratelimit import TokenBucket, retry_after_value
-from .spec import HostSpec
-from .state import FarmState
+from scrapy_politeness._sitefarm.arrival import Arrival
+from scrapy_politeness._sitefarm.httpserver import ConnInfo
+from scrapy_politeness._sitefarm.httpwire import (
+    BadRequest,
+    Request,
+    Response,
+    normalise_host,
+    reason_phrase,
+)
+from scrapy_politeness._sitefarm.ratelimit import TokenBucket, retry_after_value
+from scrapy_politeness._sitefarm.spec import HostSpec
+from scrapy_politeness._sitefarm.state import FarmState
 
 HTML = "text/html; charset=utf-8"
 ROBOTS = "/robots.txt"

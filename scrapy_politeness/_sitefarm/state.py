@@ -9,9 +9,9 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .arrival import Arrival
-from .ratelimit import TokenBucket
-from .spec import FarmSpec
+from scrapy_politeness._sitefarm.arrival import Arrival
+from scrapy_politeness._sitefarm.ratelimit import TokenBucket
+from scrapy_politeness._sitefarm.spec import FarmSpec
 
 
 @dataclass

@@ -4,13 +4,17 @@ Standard library only (no Scrapy, Twisted or dnspython), so it can be reasoned
 about, tested on a fake clock and reused by any state backend.
 """
 
-from .config import RECOVERIES, Config, Signal, is_failure
-from .decisions import backoff_cause_of, crawl_delay_verdict, retry_after_verdict
-from .failures import FailureKind, backoff_cause, reached_server
-from .gate import Gate, Release
-from .ips import IP_MODELS
-from .keys import host_key, ip_literal
-from .retry_after import (
+from scrapy_politeness.policy.config import RECOVERIES, Config, Signal, is_failure
+from scrapy_politeness.policy.decisions import (
+    backoff_cause_of,
+    crawl_delay_verdict,
+    retry_after_verdict,
+)
+from scrapy_politeness.policy.failures import FailureKind, backoff_cause, reached_server
+from scrapy_politeness.policy.gate import Gate, Release
+from scrapy_politeness.policy.ips import IP_MODELS
+from scrapy_politeness.policy.keys import host_key, ip_literal
+from scrapy_politeness.policy.retry_after import (
     ServerDates,
     note_date,
     parse_retry_after,
@@ -19,8 +23,8 @@ from .retry_after import (
     server_clock,
     server_now,
 )
-from .shared import SharedHost, merge_shared
-from .tables import HostState, HostTable, IPTable, Outcome
+from scrapy_politeness.policy.shared import SharedHost, merge_shared
+from scrapy_politeness.policy.tables import HostState, HostTable, IPTable, Outcome
 
 __all__ = [
     "IP_MODELS",

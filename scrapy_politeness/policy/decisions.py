@@ -6,7 +6,7 @@ here, on plain numbers, and are tested on their own.
 
 from __future__ import annotations
 
-from .tables import Outcome
+from scrapy_politeness.policy.tables import Outcome
 
 __all__ = ["backoff_cause_of", "crawl_delay_verdict", "retry_after_verdict"]
 

@@ -6,7 +6,7 @@ reached a server (a name that does not resolve, an error raised on our side)
 says nothing about the host's load: backing off for it would only stall the
 crawl (a name that never resolves would climb to the ceiling and hold a
 concurrency slot in the gate on every retry). The Scrapy glue maps exception
-types to these kinds (:mod:`scrapy_politeness.failures`), as Scrapy's
+types to these kinds (:mod:`scrapy_politeness.downloader.failure_kinds`), as Scrapy's
 ``RETRY_EXCEPTIONS`` lists the retryable ones.
 """
 

@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from .tables import HostTable, IPTable
+from scrapy_politeness.policy.tables import HostTable, IPTable
 
 __all__ = ["Gate", "Release"]
 

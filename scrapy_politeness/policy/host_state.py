@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .config import Config
+from scrapy_politeness.policy.config import Config
 
 if TYPE_CHECKING:
-    from .retry_after import ServerDates
+    from scrapy_politeness.policy.retry_after import ServerDates
 
 __all__ = ["HostState"]
 

@@ -62,10 +62,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from .config import Config, Signal, is_failure
+from scrapy_politeness.policy.config import Config, Signal, is_failure
 
 if TYPE_CHECKING:
-    from .host_state import HostState
+    from scrapy_politeness.policy.host_state import HostState
 
 __all__ = ["AT_PACE", "CONFIRM", "FORGET_AFTER", "FORGET_STEP", "MARGIN", "PATIENCE",
            "PENDING_AT_MOST", "PROBE_SHARE", "REFUSED_WEIGHT", "ROUND_BELIEF", "SHRINK",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .tables import HostState
+from scrapy_politeness.policy.tables import HostState
 
 __all__ = ["SharedHost", "merge_shared"]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import Config, Signal, is_failure
-from .host_state import HostState
-from .ips import IPTable
-from .recovery import fast_step
+from scrapy_politeness.policy.config import Config, Signal, is_failure
+from scrapy_politeness.policy.host_state import HostState
+from scrapy_politeness.policy.ips import IPTable
+from scrapy_politeness.policy.recovery import fast_step
 
 __all__ = ["HostState", "HostTable", "IPTable", "Outcome"]
 

@@ -1,0 +1,101 @@
+"""The meta marker by which the scrapy-redis frontier tells the middleware a
+request's start is already booked on the shared buckets.
+
+The frontier's pop books the host and IP buckets in the same Redis script that
+picks the request (:mod:`scrapy_politeness.distributed.frontier`); booking again in the
+middleware would spend the budget twice. The local gate still enforces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from scrapy_politeness.downloader.send_lateness import LEAD, Dispatch, late_allowance
+from scrapy_politeness.policy import Release
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.statscollectors import StatsCollector
+
+    from scrapy_politeness.distributed.sync import SharedSync
+    from scrapy_politeness.downloader.send_lateness import SendSlip
+    from scrapy_politeness.policy import HostState
+
+__all__ = ["BOOKED_META", "LEAD", "Booking", "booked_start", "go_as_booked", "late_allowance",
+           "start_as_booked"]
+
+BOOKED_META = "politeness_booked"
+
+
+class Booking(NamedTuple):
+    """A start the frontier booked: ``at`` (event-loop clock) and how late a
+    send after it the booking already spent for (``covered``): a later send is
+    reported to the shared buckets (``SendSlip``), as after a ``reserve``."""
+
+    at: float
+    covered: float
+
+
+def booked_start(request: Request, ip: str | None) -> Booking | None:
+    """The start the frontier booked for this request, or None.
+
+    None unless it booked the host and exactly the IP bucket ``ip`` (None: no
+    IP bucket) the gate uses: a name that resolved differently since is
+    booked by the middleware as usual. The value is
+    ``{"ip": ..., "at": ..., "covered": ...}``.
+    """
+    booked = request.meta.get(BOOKED_META)
+    if not isinstance(booked, dict) or booked.get("ip") != ip:
+        return None
+    at = booked.get("at")
+    if not isinstance(at, (int, float)):
+        return None
+    covered = booked.get("covered")
+    return Booking(float(at), float(covered) if isinstance(covered, (int, float)) else math.inf)
+
+
+async def start_as_booked(booking: Booking, release: Release[Any],
+                          loop: asyncio.AbstractEventLoop, *, shared: bool, margin: float,
+                          late_ok: float, stats: StatsCollector) -> Release[Any] | None:
+    """Sleep until the start the frontier booked; the release at that start (at
+    now when it is up to ``late_ok`` late: the caller reports the real start),
+    or None when it must be booked afresh.
+
+    A request that reached the middleware well after its booked start (DNS, a
+    busy loop) would crowd the next booking if sent now: with a shared backend
+    it is booked again (conservative), which spends one more slot.
+    """
+    now = loop.time()
+    if shared and now > booking.at + margin:
+        if now - booking.at > late_ok:
+            stats.inc_value("politeness/frontier/rebooked")
+            return None
+        stats.inc_value("politeness/frontier/sent_late")
+        return Release(release.token, release.key, release.ip, release.interval, now)
+    if booking.at > now:
+        await asyncio.sleep(booking.at - now)
+    return Release(release.token, release.key, release.ip, release.interval, booking.at)
+
+
+async def go_as_booked(booking: Booking, release: Release[Any], state: HostState,
+                       loop: asyncio.AbstractEventLoop, *, slip: SendSlip,
+                       shared: SharedSync | None, stats: StatsCollector, margin: float,
+                       ip_spacing: float | None) -> tuple[Release[Any], float] | None:
+    """The release and the lateness its booking covered, for a request the
+    frontier booked; None when it must be booked afresh (see
+    :func:`start_as_booked`). The booking is the shared spend: the local
+    buckets move to the real send, and a send later than booked is reported
+    to the other processes at once.
+    """
+    at_booked = await start_as_booked(booking, release, loop, shared=shared is not None,
+                                      margin=margin, stats=stats,
+                                      late_ok=late_allowance(state, ip_spacing))
+    if at_booked is None:
+        return None
+    slip.respend(at_booked, loop.time())
+    if at_booked.at > booking.at and shared is not None:  # late: say so now
+        shared.late_start(Dispatch(at_booked.key, at_booked.at, at_booked.ip), state,
+                          -2.0 * slip.lag)
+    return at_booked, booking.covered

@@ -1,0 +1,201 @@
+"""Which buckets a request belongs to, and what the gate would decide for it now.
+
+Shared by the middleware (which enforces) and the scheduler queue (which
+schedules ahead): one computation of a request's host key, IP bucket and the
+instants its buckets allow, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scrapy.utils.httpobj import urlparse_cached
+
+from scrapy_politeness.dns.cache import DnsCache
+from scrapy_politeness.downloader.failure_kinds import NameNotResolvedError
+from scrapy_politeness.downloader.proxies import ProxyRoutes
+from scrapy_politeness.meta import bucket_of, bypasses
+from scrapy_politeness.observe.observer import STATS
+from scrapy_politeness.policy import ip_literal
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.statscollectors import StatsCollector
+
+    from scrapy_politeness.downloader.host_keys import HostKeys
+    from scrapy_politeness.policy import HostTable, IPTable
+    from scrapy_politeness.settings import PolitenessSettings
+
+__all__ = ["IGNORED", "NETWORK_SCHEMES", "GateView", "Hint"]
+
+NETWORK_SCHEMES = frozenset(("http", "https"))
+IGNORED = ""  # the queue's key for requests the gate ignores (data:, file:, no host)
+
+
+@dataclass(slots=True)
+class Hint:  # not frozen: built per queue look-up, and a frozen one costs 5x to build
+    """What the gate would decide for a request now, for scheduling ahead of it.
+
+    ``host_ready``/``ip_ready`` are instants on the event loop's clock (0 when
+    nothing holds it back); ``interval``/``ip_interval`` the spacings one more
+    start of this host would add to its host and IP buckets (the IP's floor at
+    least, as the gate spends it).
+    """
+
+    key: str
+    ip: str | None
+    host_ready: float
+    ip_ready: float
+    interval: float
+    ip_interval: float
+
+
+def loop_now() -> float:
+    """Now on the event loop's clock (``time.monotonic`` without a running loop)."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
+class GateView:
+    """Keys, addresses and the gate's view of a request, for one crawler."""
+
+    def __init__(self, settings: PolitenessSettings, hosts: HostTable, ips: IPTable,
+                 dns: DnsCache, keys: HostKeys, *, stats: StatsCollector) -> None:
+        self.settings = settings
+        self.hosts = hosts
+        self.ips = ips
+        self.dns = dns
+        self.keys = keys
+        self.stats = stats
+        self.routes = ProxyRoutes()  # names a proxy resolves: no DNS failure for the queue
+        self.now = loop_now  # the clock the gate's instants are on (tests replace it)
+
+    def hint(self, request: Request) -> Hint | None:
+        """The gate's view of ``request`` without waiting (no DNS query: an
+        uncached name has no IP yet). None for requests the gate ignores.
+
+        A request the middleware will fail or drop at once (a name known not
+        to resolve and no proxy to carry it, a dead or parked host) is ready now and
+        spaces nothing: the queue hands such requests out without delay, so
+        they never hold the crawl open at their host's pace."""
+        key = self.queue_key(request)
+        if key == IGNORED:
+            return None
+        return self.hint_for(key, urlparse_cached(request).hostname)  # type: ignore[arg-type]
+
+    def hint_for(self, key: str, hostname: str) -> Hint:
+        """:meth:`hint` for a request of host key ``key`` to ``hostname``: what the
+        scheduler queue asks for the hosts it keeps (no request to parse)."""
+        ip = self.dns.lookup(hostname)
+        if ip is DnsCache.MISS:  # an IP literal needs no DNS
+            ip = ip_literal(hostname)
+        elif ip is None and not self.routes.carries(hostname):
+            return Hint(key, None, 0.0, 0.0, 0.0, 0.0)  # fails at once in the middleware
+        ip = self.keys.ip_bucket(ip if isinstance(ip, str) else None)
+        state = self.hosts.peek(key)
+        if state is not None and (state.dead or (state.parked_until
+                                                 and state.parked_until > self.now())):
+            return Hint(key, None, 0.0, 0.0, 0.0, 0.0)  # dropped at once in the middleware
+        margin = self.settings.send_margin
+        if state is None:
+            config = self.settings.config_for(key)
+            host_ready, interval = 0.0, config.host_interval(config.default)
+            ip_interval = interval
+        else:
+            host_ready = state.eligible_at() + margin
+            interval, ip_interval = state.interval(), state.ip_interval()
+        ip_interval = self.ips.spacing(ip, ip_interval)  # what a start spends on its IP
+        return Hint(key, ip, host_ready, self.ip_ready(ip), interval, ip_interval)
+
+    def handed_out(self, key: str, since: float, backlog: int) -> None:
+        """The scheduler queue handed out a request of ``key``: its host has had
+        requests waiting there since ``since`` (so a start later than its own
+        bucket allowed was held by another bucket), ``backlog`` are left (what
+        a faster pace could still save: the recovery prices its probes by it)."""
+        state = self.hosts.peek(key)
+        if state is not None:
+            state.queued_since = since
+            state.backlog = backlog
+
+    def ip_ready(self, ip: str | None) -> float:
+        """:attr:`Hint.ip_ready` of a request on ``ip``: one IP table read."""
+        at = self.ips.eligible_at(ip)
+        return at + self.settings.send_margin if at else 0.0
+
+    def queue_key(self, request: Request) -> str:
+        """The host key the scheduler queue files ``request`` under (``IGNORED``:
+        the gate ignores it): :meth:`hint`'s key, without the rest of the hint."""
+        parsed = urlparse_cached(request)
+        hostname = parsed.hostname
+        meta = request.meta
+        if not hostname or parsed.scheme not in NETWORK_SCHEMES or bypasses(meta):
+            return IGNORED
+        if "proxy" in meta:
+            self.routes.seen(hostname, meta)
+        return bucket_of(meta, strict=False) or self.keys.key(hostname)
+
+    def request_key(self, request: Request, hostname: str) -> str | None:
+        """The request's host bucket; None when it bypasses the gate (docs/reference/meta.md)."""
+        meta = request.meta
+        if bypasses(meta):
+            self.stats.inc_value(STATS + "bypassed")
+            return None
+        key = bucket_of(meta)
+        if key is None:
+            return self.keys.key(hostname)
+        self.stats.inc_value(STATS + "bucket_from_meta")
+        return key
+
+    async def resolve_only(self, hostname: str) -> None:
+        """A request that bypasses the gate still connects where the others do."""
+        if not self.settings.dns_pin:
+            return
+        ip = self.dns.lookup(hostname)
+        if ip is DnsCache.MISS:
+            ip = await self.dns.resolve(hostname)
+        if isinstance(ip, str):
+            self.dns.pin(hostname, ip)
+
+    async def address(self, hostname: str, key: str, loop: asyncio.AbstractEventLoop,
+                      check: Callable[[str, float], None], *, ask_again: bool = False,
+                      proxied: bool = False) -> str | None:
+        """The IP the request will be accounted to; a name that does not resolve
+        (fresh or from the negative cache) fails here, before the gate. ``check``
+        raises for a host that must not wait (dead, parked, closing), also
+        after the lookup: it may have died meanwhile. ``ask_again`` (a retried
+        request): a transient failure in the cache is asked again.
+
+        A ``proxied`` request never fails here: the proxy resolves its target,
+        so a name that does not resolve locally is spaced by its host alone
+        (None: no IP bucket)."""
+        check(key, loop.time())
+        ip = self.dns.lookup(hostname)
+        if ip is None and ask_again and self.dns.transient(hostname):
+            ip = DnsCache.MISS
+        if ip is DnsCache.MISS:
+            ip = await self.dns.resolve(hostname, ask_again=ask_again)
+            if ip is None and not proxied:
+                raise self.not_resolved(hostname, cached=False)
+            check(key, loop.time())
+            if ip is None:
+                self.stats.inc_value(STATS + "proxy/host_only")
+                return None
+        elif ip is None:  # the negative cache: fail at once, never wait in the gate
+            if not proxied:
+                raise self.not_resolved(hostname, cached=True)
+            self.stats.inc_value(STATS + "proxy/host_only")
+        return ip  # type: ignore[return-value]
+
+    def not_resolved(self, hostname: str, *, cached: bool) -> NameNotResolvedError:
+        """The error a request to a name that does not resolve fails with, counted."""
+        kind = self.dns.failure(hostname)
+        self.stats.inc_value(STATS + kind.value)
+        if cached:
+            self.stats.inc_value(STATS + "dns/from_negative_cache")
+        return NameNotResolvedError(hostname, kind)

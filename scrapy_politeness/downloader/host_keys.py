@@ -1,0 +1,61 @@
+"""Host name -> bucket key, per ``POLITENESS_HOST_GROUPING``."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from scrapy_politeness.policy import host_key
+
+__all__ = ["HostKeys", "make_key_function"]
+
+
+def make_key_function(grouping: str) -> Callable[[str], str]:
+    """``"host"``: the normalised host name; ``"domain"``: its registrable domain."""
+    if grouping == "host":
+        return lru_cache(maxsize=65536)(host_key)
+    from tldextract import TLDExtract
+
+    # The bundled public suffix list snapshot: no network fetch at start.
+    extract = TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+    @lru_cache(maxsize=65536)
+    def domain_key(hostname: str) -> str:
+        key = host_key(hostname)
+        result = extract(key)
+        return result.top_domain_under_public_suffix or key
+
+    return domain_key
+
+
+class HostKeys:
+    """Bucket keys for host names and IPs, shared by the middleware and the queue.
+
+    ``key(hostname)`` is the host bucket (per ``POLITENESS_HOST_GROUPING``);
+    ``ip_bucket(ip)`` the IP bucket, or None for an IP in an exempt network
+    (``POLITENESS_IP_EXEMPT``: a CDN front end serving unrelated sites).
+    """
+
+    __slots__ = ("_exempt", "_networks", "key")
+
+    def __init__(self, grouping: str, exempt: tuple[Any, ...] = ()) -> None:
+        self.key = make_key_function(grouping)
+        self._networks = exempt
+        self._exempt: dict[str, bool] = {}
+
+    def ip_bucket(self, ip: str | None) -> str | None:
+        """The IP bucket key, or None when unknown or exempt."""
+        if ip is None or not self._networks:
+            return ip
+        exempt = self._exempt.get(ip)
+        if exempt is None:
+            addr = ipaddress.ip_address(ip)
+            exempt = self._exempt[ip] = any(addr in net for net in self._networks)
+        return None if exempt else ip
+
+    def trim(self) -> None:
+        """Bound the memo of exempt answers (called now and then)."""
+        if len(self._exempt) > 65536:
+            self._exempt.clear()

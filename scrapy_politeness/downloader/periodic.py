@@ -1,0 +1,87 @@
+"""The middleware's periodic chores, every quarter second of the crawl.
+
+Scrapy closes a spider while requests still wait in the gate; nothing wakes
+those waiters but a timer, so the watch notices the engine closing and drops
+them at once (a prompt close). The same tick feeds the live log line and,
+now and then, evicts the state of hosts, IPs and names idle for longer than
+``POLITENESS_IDLE_TTL`` so a broad crawl's memory follows its working set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from scrapy_politeness.scrapy_internals import engine_closing
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy.crawler import Crawler
+
+    from scrapy_politeness.dns.cache import DnsCache
+    from scrapy_politeness.downloader.dropped_hosts import Drops
+    from scrapy_politeness.downloader.gate_driver import GateDriver, Waiter
+    from scrapy_politeness.downloader.host_keys import HostKeys
+    from scrapy_politeness.observe.observer import Observer
+    from scrapy_politeness.policy import Gate, HostTable, IPTable
+    from scrapy_politeness.settings import PolitenessSettings
+
+__all__ = ["Watch"]
+
+EVERY = 0.25
+"""Seconds between two ticks."""
+
+
+class Watch:
+    """A timer on the event loop: the closing engine, the log line, eviction."""
+
+    def __init__(self, crawler: Crawler, settings: PolitenessSettings, *, gate: Gate[Waiter],
+                 driver: GateDriver, hosts: HostTable, ips: IPTable, dns: DnsCache,
+                 keys: HostKeys, drops: Drops, observer: Observer,
+                 on_closing: Callable[[str], None],
+                 chores: Callable[[float], None] | None = None) -> None:
+        self.crawler = crawler
+        self.settings = settings
+        self.gate, self.driver, self.hosts, self.ips = gate, driver, hosts, ips
+        self.dns, self.keys, self.drops, self.observer = dns, keys, drops, observer
+        self.on_closing = on_closing
+        self.chores = chores  # every tick (the slots' sweep and watchdog)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._last_evict = 0.0
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._timer = loop.call_later(EVERY, self._tick)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _tick(self) -> None:
+        assert self._loop is not None
+        self._timer = None
+        if engine_closing(self.crawler):
+            self.on_closing("politeness: spider closing")
+            return
+        now = self._loop.time()
+        waiters = self.driver.waiters
+        if self.chores is not None:
+            self.chores(now)
+        self.observer.tick(now, self.gate.waiting, next(iter(waiters.values()), None))
+        if now - self._last_evict >= min(30.0, self.settings.idle_ttl / 4):
+            self._last_evict = now
+            self.evict(now)
+        self._timer = self._loop.call_later(EVERY, self._tick)
+
+    def evict(self, now: float) -> None:
+        """Forget what has been idle longer than ``POLITENESS_IDLE_TTL``."""
+        cutoff = now - self.settings.idle_ttl
+        self.hosts.evict(cutoff)
+        self.drops.prune(now)
+        self.ips.evict(now - self.settings.send_margin)
+        self.dns.evict(cutoff)
+        self.keys.trim()
+        self.observer.sync_dns_stats(self.dns)

@@ -1,0 +1,156 @@
+"""What the plugin tells people: stats, the trace, the live log line, the report.
+
+One observer per crawler, fed by the middleware at each decision. The trace is
+None when off, and that one test is all the hot path pays for it
+(docs/usage/observability.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+from scrapy_politeness.observe.live_line import PeriodWaits, report_text, snapshot
+from scrapy_politeness.observe.trace import TraceWriter
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.statscollectors import StatsCollector
+
+    from scrapy_politeness.dns.cache import DnsCache
+    from scrapy_politeness.policy import HostState, HostTable, Outcome
+    from scrapy_politeness.settings import PolitenessSettings
+
+__all__ = ["STATS", "Observer"]
+
+logger = logging.getLogger("scrapy_politeness.middleware")
+
+STATS = "politeness/"
+
+
+class Observer:
+    """Stats under ``politeness/``, the JSONL trace, the log line and the report."""
+
+    def __init__(self, settings: PolitenessSettings, stats: StatsCollector,
+                 hosts: HostTable) -> None:
+        self.settings = settings
+        self.stats = stats
+        self.hosts = hosts
+        self.trace: TraceWriter | None = None
+        self.start = 0.0  # the crawl start on the loop's clock (trace times)
+        self.waits = PeriodWaits()
+        self.next_log = math.inf
+
+    def open(self, spider: Spider, now: float) -> None:
+        self.start = now
+        if self.settings.log_interval > 0:
+            self.next_log = now + self.settings.log_interval
+        if self.settings.trace is None:
+            return
+        c = self.settings.config
+        try:
+            self.trace = TraceWriter(
+                self.settings.trace, start=now, max_buffer=self.settings.trace_buffer,
+                header={"spider": spider.name, "default": c.default, "floor": c.floor,
+                        "ceiling": c.ceiling, "ip_floor": c.ip_floor})
+        except OSError as exc:
+            logger.error("politeness: cannot open POLITENESS_TRACE=%r: %s; no trace",
+                         self.settings.trace, exc)
+        else:
+            logger.info("politeness: tracing decisions to %s", self.settings.trace)
+
+    # -- decisions -----------------------------------------------------------
+
+    def dispatched(self, now: float, key: str, state: HostState, *, ip: str | None,
+                   url: str, waited: float, interval: float) -> None:
+        state.requests += 1
+        state.waited += waited
+        if waited > 0:
+            self.stats.inc_value(STATS + "waits")
+            self.stats.inc_value(STATS + "wait_seconds", waited)  # type: ignore[arg-type]
+        self.stats.inc_value(STATS + "dispatched")
+        self.waits.add(waited)
+        if self.trace is not None:
+            self.trace.dispatch(now, key, ip=ip, url=url, waited=waited, interval=interval)
+
+    def fed_back(self, now: float, key: str, state: HostState, outcome: Outcome,
+                 cause: str | None, *, ip: str | None, status: int,
+                 retry_after: float | None, latency: float) -> None:
+        if cause is not None:
+            self.stats.inc_value(STATS + "backoff/" + cause)
+            if state.backoffs is None:
+                state.backoffs = {}
+            state.backoffs[cause] = state.backoffs.get(cause, 0) + 1
+        if self.trace is not None:
+            self.trace.feedback(now, key, ip=ip, status=status, retry_after=retry_after,
+                                latency=latency, before=outcome.before, after=outcome.after,
+                                cause=cause)
+
+    def died(self, now: float, key: str, state: HostState, interval: float,
+             reason: str) -> None:
+        self.stats.inc_value(STATS + "dead_hosts")
+        if self.trace is not None:
+            self.trace.dead(now, key, interval, reason)
+        n = self.hosts.dead_after
+        logger.warning("Host %s declared dead: its interval stayed at the ceiling "
+                       "(%ss) for %s consecutive %s; dropping its requests",
+                       key, state.config.ceiling, n, "fetch" if n == 1 else "fetches")
+
+    def parked(self, now: float, key: str, until: float, reason: str, *, first: bool) -> None:
+        if first:
+            logger.warning("%s; dropping its requests", reason)
+            self.stats.inc_value(STATS + "parked_hosts")
+        if self.trace is not None:
+            self.trace.parked(now, key, until, reason)
+
+    def crawl_delay(self, now: float, key: str, delay: float, over: str | None) -> None:
+        if self.trace is not None:
+            self.trace.crawl_delay(now, key, delay, over)
+
+    # -- now and then, and at the end -----------------------------------------
+
+    def tick(self, now: float, waiting: int, oldest: float | None) -> None:
+        """Every watch tick: flush the trace; the live log line when it is due."""
+        if self.trace is not None:
+            self.trace.tick(now)
+        if now >= self.next_log:
+            self.next_log = now + self.settings.log_interval
+            age = now - oldest if oldest is not None else 0.0
+            snapshot(self.hosts, self.waits, waiting, age).log(logger)
+
+    def sync_dns_stats(self, dns: DnsCache) -> None:
+        st = dns.stats
+        self.stats.set_value(STATS + "dns/lookups", st.lookups)
+        self.stats.set_value(STATS + "dns/cache_hits", st.cache_hits)
+        self.stats.set_value(STATS + "dns/failures", st.failures)
+
+    def host_report(self, top: int | None = None) -> list[dict[str, Any]]:
+        """Per-host facts, the hosts that cost the most waiting first."""
+        tracked = sorted(self.hosts.items(), key=lambda kv: (-kv[1].waited, kv[0]))
+        if top is not None:
+            tracked = tracked[:top]
+        return [
+            {"host": key, "requests": s.requests, "waited": round(s.waited, 3),
+             "interval": round(s.interval(), 3), "backoffs": dict(s.backoffs or {}),
+             "crawl_delay": s.crawl_delay, "dead": s.dead}
+            for key, s in tracked
+        ]
+
+    def report(self) -> None:
+        rows = self.host_report(self.settings.report_hosts)
+        waited = self.stats.get_value(STATS + "wait_seconds")
+        if waited is not None:  # a sum of floats: 164.302535222002 helps nobody
+            self.stats.set_value(STATS + "wait_seconds", round(waited, 3))
+        if self.settings.report_stat:
+            self.stats.set_value(STATS + "report", rows)
+        if rows:
+            logger.info("Politeness report (hosts that waited most):\n%s", report_text(rows))
+
+    def close(self, now: float | None) -> None:
+        trace, self.trace = self.trace, None
+        if trace is None:
+            return
+        trace.close(now)
+        self.stats.set_value(STATS + "trace/lines", trace.lines)
+        self.stats.set_value(STATS + "trace/dropped", trace.dropped + trace.write_errors)

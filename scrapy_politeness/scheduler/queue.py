@@ -1,0 +1,297 @@
+"""A scheduler priority queue in which requests wait for their buckets.
+
+A request waiting in the gate holds one of Scrapy's ``CONCURRENT_REQUESTS``
+(head-of-line blocking), so requests wait HERE: the queue hands the engine
+only a request whose host and IP buckets are eligible now (counting those
+handed out that the gate has not released yet), else answers ``None`` and
+wakes the engine at the soonest eligible instant. The middleware's gate stays
+the enforcement point: nothing starts before both buckets allow it.
+
+Each new host name is resolved when its first request is enqueued, so the IP
+bucket is known when the queue chooses. One queue per host key keeps Scrapy's
+priorities and order (:mod:`.host_queue`); the hosts' heap is in
+:mod:`.host_heap`, ``JOBDIR`` state in :mod:`scrapy_politeness.jobdir.queue_state`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request
+from scrapy.pqueues import ScrapyPriorityQueue
+from scrapy.utils.httpobj import urlparse_cached
+
+from scrapy_politeness.dns.cache import DnsCache
+from scrapy_politeness.downloader.estimates import IGNORED
+from scrapy_politeness.jobdir import queue_state as saved_state
+from scrapy_politeness.policy import ip_literal
+from scrapy_politeness.scheduler.handed_out import Waker, gate_of, handed_out_for
+from scrapy_politeness.scheduler.host_heap import HostEntry, HostHeap
+from scrapy_politeness.scheduler.host_queue import HostQueue, MemoryHostQueue, memory_order
+from scrapy_politeness.scrapy_internals import wake_engine
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Self
+
+    from scrapy.crawler import Crawler
+    from scrapy.pqueues import QueueProtocol
+
+__all__ = ["PolitenessAwarePriorityQueue", "clock"]
+
+# A request this close to eligible is handed out: the engine's pull (a loop turn
+# or two after the wake) then meets the gate's own timer, which releases it on
+# the dot, instead of every start slipping by the engine's latency.
+_LEAD = 0.02
+
+
+def clock() -> float:
+    """Now on the event loop's clock, the one the gate's instants are on.
+
+    The queue reads time only through this module attribute, so tests can
+    replace it.
+    """
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
+class PolitenessAwarePriorityQueue:
+    """Hands out a request only once its host and IP buckets are eligible.
+
+    Use as ``SCHEDULER_PRIORITY_QUEUE`` (the add-on sets it). A host key's
+    estimate counts the requests handed out that the gate has not released
+    yet (:meth:`~.handout.HandedOut.estimate`). ``pop`` hands out the soonest
+    request if that estimate is now; otherwise it returns None and arms one
+    timer that wakes the engine then. A host whose name is not cached yet is
+    held until its lookup ends (a failed lookup is eligible at once: the
+    middleware fails it fast). Without the middleware hosts take turns.
+    """
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, downstream_queue_cls: type[QueueProtocol], key: str,
+                     startprios: dict[str, Iterable[int]] | None = None, *,
+                     start_queue_cls: type[QueueProtocol] | None = None) -> Self:
+        return cls(crawler, downstream_queue_cls, key, startprios,
+                   start_queue_cls=start_queue_cls)
+
+    def __init__(self, crawler: Crawler, downstream_queue_cls: type[QueueProtocol], key: str,
+                 startprios: dict[str, Iterable[int]] | None = None, *,
+                 start_queue_cls: type[QueueProtocol] | None = None) -> None:
+        saved = saved_state.check_startprios(self, startprios)
+        self.crawler = crawler
+        self.downstream_queue_cls = downstream_queue_cls
+        self._start_queue_cls = start_queue_cls
+        self._memory = memory_order(downstream_queue_cls, start_queue_cls)
+        self.key = key
+        self._mw = gate_of(crawler)
+        self._handed = handed_out_for(crawler)
+        self._handed.add_queue(self)
+        self._index = HostHeap()
+        self._tick = 0.0  # the round-robin clock when there is no middleware
+        self._len = 0
+        self._waker = Waker(crawler, None if self._mw is None else self._woke)
+        if self._mw is not None:
+            self._mw.add_listener(self._retime)
+        now = clock() if self._mw is not None else self._tick
+        self._len = saved_state.restore(saved, self._pqfactory, self._index, now)
+
+    def _pqfactory(self, host_key: str, startprios: Iterable[int] = ()) -> HostQueue:
+        if self._memory is not None and not startprios:
+            return MemoryHostQueue(*self._memory)
+        return ScrapyPriorityQueue(
+            self.crawler, self.downstream_queue_cls, saved_state.host_dir(self.key, host_key),
+            startprios, start_queue_cls=self._start_queue_cls)
+
+    # -- estimates ---------------------------------------------------------
+
+    def _own(self, host: HostEntry) -> float:
+        """The host's own part of its estimate (its IP's part is :meth:`_ip_at`'s),
+        never before ``host.since``; the gate's view it came from stays on
+        ``host.hint``."""
+        if host.hostname is None:
+            return host.since  # restored from disk and not popped yet, or ignored by the gate
+        hint = host.hint = self._mw.view.hint_for(  # type: ignore[union-attr]  # mw: see callers
+            host.key, host.hostname)
+        at = self._handed.own_estimate(hint)
+        return at if at > host.since else host.since
+
+    def _ip_at(self, ip: str, spacing: float) -> float:
+        """When ``ip`` would take one more request adding ``spacing``: one IP table read."""
+        return self._handed.ip_estimate(ip, self._mw.view.ip_ready(ip), spacing)  # type: ignore[union-attr]
+
+    def _settle(self, now: float) -> tuple[str | None, float, float]:
+        return self._index.settle(now, self._own, self._ip_at,
+                                  self._mw.ips.floor)  # type: ignore[union-attr]
+
+    def _retime(self, key: str) -> None:
+        """The gate changed ``key``'s buckets (feedback, Crawl-delay): estimate it anew.
+
+        Heap entries are lower bounds, so a host that became eligible EARLIER
+        (a narrowed interval) would otherwise wait for its stale entry.
+        """
+        host = self._index.hosts.get(key)
+        if host is None or not host.seq or host.hostname is None:
+            return
+        self._index.enter(host, self._own(host))
+
+    def _host_key(self, request: Request) -> str:
+        if self._mw is None:
+            return urlparse_cached(request).hostname or IGNORED
+        return self._mw.view.queue_key(request)
+
+    def _woke(self, expected: float) -> None:
+        """A late wake-up reveals a loop stall, as a late gate timer."""
+        self._mw.slip.timer_fired(expected, clock())  # type: ignore[union-attr]
+
+    def _resolve(self, key: str, host: HostEntry, hostname: str) -> None:
+        """Look ``hostname`` up in the background; enter the host once it is known."""
+        assert self._mw is not None
+        try:  # the cache's own single-flight task, which the cache holds until it ends
+            lookup = self._mw.dns.flight(hostname)
+        except RuntimeError:  # no event loop: the gate resolves it when it gets there
+            self._index.enter(host, clock())
+            return
+
+        def done(_: asyncio.Task[Any]) -> None:
+            if self._index.hosts.get(key) is host and not host.seq and host.queue:
+                self._index.enter(host, self._own(host))
+                wake_engine(self.crawler)
+
+        lookup.add_done_callback(done)
+
+    # -- the queue protocol ------------------------------------------------
+
+    def push(self, request: Request) -> None:
+        key = self._host_key(request)
+        index = self._index
+        host = index.hosts.get(key)
+        if host is not None:
+            host.queue.push(request)  # may raise (unserializable): nothing changed
+            self._len += 1
+            if host.seq or key not in index.idle:
+                return  # in the heap already, or its name is being resolved
+            index.wake(key)
+        else:
+            host = HostEntry(key, self._pqfactory(key))
+            try:
+                host.queue.push(request)
+            except BaseException:
+                host.queue.close()
+                raise
+            index.hosts[key] = host
+            self._len += 1
+        mw = self._mw
+        if mw is None:
+            index.enter(host, self._tick)
+            return
+        host.since = now = clock()
+        if key == IGNORED:
+            index.enter(host, now)
+            return
+        hostname = host.hostname = urlparse_cached(request).hostname
+        if (hostname is not None and mw.dns.lookup(hostname) is DnsCache.MISS
+                and ip_literal(hostname) is None):
+            self._resolve(key, host, hostname)
+            return
+        index.enter(host, self._own(host))
+
+    def pop(self) -> Request | None:
+        handed = self._handed
+        mw = self._mw
+        index = self._index
+        now = clock()
+        if handed.requests:
+            # Once the scheduler is empty, the engine asks after every download
+            # that ends: sweeping then too means that, when the crawl finishes,
+            # only requests dropped while closing are left for close() to rescue.
+            handed.sweep(now, force=not index and not handed.any_pending())
+        for stale in index.expired(now) if index.idle else ():
+            self._remove(stale)
+        while True:
+            if mw is None:
+                key, fresh, soonest = index.top(), now, now
+            else:
+                key, fresh, soonest = self._settle(now)
+            if key is None:
+                return None
+            if fresh > now + _LEAD:  # nothing eligible: requests wait here, not in the gate
+                self._waker.arm(soonest - _LEAD)
+                return None
+            host = index.hosts[key]
+            request = host.queue.pop()
+            if request is None:  # a queue that claimed more than it had
+                self._len -= len(host.queue)
+                index.rest(host, now)
+                self._remove(key)
+                continue
+            self._len -= 1
+            if mw is None:
+                self._tick += 1
+                est = self._tick
+            else:
+                est = self._handed_out(request, key, host, now)
+            if host.queue:
+                index.requeue(host, est)
+            else:
+                index.rest(host, now)
+            return request
+
+    def _handed_out(self, request: Request, key: str, host: HostEntry, now: float) -> float:
+        """Count ``request`` as handed out; the host's next own estimate."""
+        if key == IGNORED:
+            return now
+        hostname = urlparse_cached(request).hostname
+        hint = host.hint  # from settle's fresh estimate, at this same instant
+        if hint is None or hostname != host.hostname:
+            hint = self._mw.hint(request)  # type: ignore[union-attr]
+            if hint is None:
+                return now
+        self._handed.add(request, hint.key, hint.ip, now)
+        self._mw.view.handed_out(hint.key, host.since, len(host.queue))  # type: ignore[union-attr]
+        host.hostname = hostname
+        return max(self._handed.own_estimate(hint), host.since)
+
+    def next_eligible(self) -> float:
+        """When ``pop`` will next hand out a request (``inf`` when empty or resolving)."""
+        if self._mw is None:
+            return clock() if self._index.top() is not None else math.inf
+        return self._settle(clock())[2]
+
+    def peek(self) -> Request | None:
+        """The request ``pop`` would hand out next (needs a downstream ``peek``)."""
+        index = self._index
+        key = self._settle(clock())[0] if self._mw is not None else index.top()
+        return None if key is None else index.hosts[key].queue.peek()
+
+    def _remove(self, key: str) -> None:
+        self._index.pop_host(key).queue.close()
+        saved_state.reclaim(self.key, key)
+
+    def close(self) -> dict[str, list[int]]:
+        """Close every host queue; the state to persist is ``{key: priorities}``.
+
+        A disk queue first takes back the requests handed out that never
+        reached the downloader (:func:`~scrapy_politeness.jobdir.queue_state.rescue`).
+        """
+        if self.key:
+            saved_state.rescue(self._handed, self.push, self.crawler.stats)
+        state = {}
+        for key, host in self._index.hosts.items():
+            if prios := host.queue.close():
+                state[key] = prios
+            else:
+                saved_state.reclaim(self.key, key)
+        self._index.clear()
+        self._len = 0
+        return state
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __contains__(self, key: str) -> bool:
+        return (host := self._index.hosts.get(key)) is not None and bool(host.queue)

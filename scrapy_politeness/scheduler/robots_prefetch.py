@@ -1,0 +1,148 @@
+"""robots.txt fetched when a host's first request is scheduled, not when it is sent.
+
+Under ``ROBOTSTXT_OBEY`` Scrapy's ``RobotsTxtMiddleware`` fetches a host's
+robots.txt when the host's first request reaches the downloader, and that
+request waits for it inside the downloader (holding one of
+``CONCURRENT_REQUESTS``), then waits again in the gate: the robots.txt fetch
+spent the host's bucket, so the page starts one interval later. Asking the
+robots middleware for the host's parser as soon as the request is scheduled
+(``signals.request_scheduled``) moves all of that into the time the request
+waits in the scheduler anyway: the first page is handed out one interval after
+robots.txt started, with the host's Crawl-delay already known to the queue.
+
+The robots.txt request itself still goes through every downloader middleware,
+the gate included (it is the host's first start). At most ``limit`` fetches run
+at once (half of ``CONCURRENT_REQUESTS``), so a crawl that schedules thousands
+of new hosts does not open thousands of downloads; the rest wait here in
+scheduling order, and a host's page handed out first simply fetches its
+robots.txt the usual way (the middleware shares one fetch per netloc).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
+from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
+
+    from scrapy_politeness.settings import PolitenessSettings
+
+__all__ = ["RobotsPrefetch"]
+
+logger = logging.getLogger(__name__)
+
+_SCHEMES = frozenset(("http", "https"))
+_SEEN_MAX = 1_000_000  # netlocs remembered; past this the robots middleware's own map decides
+
+
+class RobotsPrefetch:
+    """Starts each new netloc's robots.txt fetch when its first request is scheduled."""
+
+    def __init__(self, crawler: Crawler, stats: StatsCollector, limit: int) -> None:
+        self.crawler = crawler
+        self.stats = stats
+        self.limit = max(1, limit)
+        self.closed = False
+        self._robots: RobotsTxtMiddleware | None = None
+        self._offsite: OffsiteMiddleware | None = None
+        self._looked_up = False
+        self._seen: set[str] = set()
+        self._pending: deque[Request] = deque()
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    @classmethod
+    def connect(cls, crawler: Crawler, settings: PolitenessSettings,
+                stats: StatsCollector) -> RobotsPrefetch | None:
+        """A prefetcher listening to ``request_scheduled``, when robots.txt is obeyed."""
+        if not (settings.robots_prefetch and crawler.settings.getbool("ROBOTSTXT_OBEY")):
+            return None
+        limit = crawler.settings.getint("CONCURRENT_REQUESTS") // 2
+        prefetch = cls(crawler, stats, limit)
+        crawler.signals.connect(prefetch.scheduled, signal=signals.request_scheduled)
+        return prefetch
+
+    def _middleware(self) -> RobotsTxtMiddleware | None:
+        if not self._looked_up:
+            try:
+                self._robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
+                self._offsite = self.crawler.get_downloader_middleware(OffsiteMiddleware)
+            except RuntimeError:  # the engine is not built yet: ask again next time
+                return None
+            self._looked_up = True
+        return self._robots
+
+    def scheduled(self, request: Request, **kwargs: Any) -> None:
+        """``request_scheduled``: queue a fetch for a netloc not seen before."""
+        if self.closed or request.meta.get("dont_obey_robotstxt"):
+            return
+        parsed = urlparse_cached(request)
+        if parsed.scheme not in _SCHEMES or not parsed.netloc:
+            return
+        netloc = parsed.netloc
+        if netloc in self._seen:
+            return
+        if self._middleware() is None:  # ROBOTSTXT_OBEY off, or another robots middleware
+            return
+        if self._is_offsite(request):  # dropped before the robots middleware would see it
+            return
+        if len(self._seen) >= _SEEN_MAX:
+            self._seen.clear()
+        self._seen.add(netloc)
+        self._pending.append(request)
+        self._start()
+
+    def _is_offsite(self, request: Request) -> bool:
+        """Whether Scrapy's OffsiteMiddleware will drop ``request``.
+
+        It runs before the robots middleware, so Scrapy never fetches an offsite
+        host's robots.txt; neither may the prefetch. (Its own ``request_scheduled``
+        handler may run after this one.)
+        """
+        offsite = self._offsite
+        spider = self.crawler.spider
+        if offsite is None or spider is None or request.dont_filter \
+                or request.meta.get("allow_offsite"):
+            return False
+        return not offsite.should_follow(request, spider)
+
+    def _start(self) -> None:
+        robots = self._middleware()
+        while robots is not None and self._pending and len(self._tasks) < self.limit \
+                and not self.closed:
+            request = self._pending.popleft()
+            # One fetch per netloc, shared with the page's own wait. A coroutine in
+            # Scrapy 2.19; a Deferred or the parser itself in older releases.
+            parser: Any = robots.robot_parser(request)
+            if isinstance(parser, Deferred):
+                future: asyncio.Future[Any] = parser.asFuture(asyncio.get_running_loop())
+            elif inspect.isawaitable(parser):
+                future = asyncio.ensure_future(parser)
+            else:  # already parsed: nothing to wait for
+                continue
+            self.stats.inc_value("politeness/robots/prefetched")
+            self._tasks.add(future)
+            future.add_done_callback(self._done)
+
+    def _done(self, future: asyncio.Future[Any]) -> None:
+        self._tasks.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            # RobotsTxtMiddleware logs its own download errors; this is anything else.
+            logger.debug("politeness: robots.txt prefetch failed: %r", future.exception())
+        self._start()
+
+    def close(self) -> None:
+        """The spider closed: start nothing more."""
+        self.closed = True
+        self._pending.clear()
