@@ -291,10 +291,7 @@ def conn_setup(setup: float, quick: bool) -> Scenario:
     return Scenario(f"conn-setup-{setup:g}",
                     f"{n_hosts} vhosts on 2 IPs x {per_host} URLs, connection set-up {setup:g} s",
                     {"ips": ips, "hosts": hosts}, urls, interval=0.5, ip_floor=0.25,
-                    configs=("plugin", "delay"),
-                    # judged by the coupled rule (an IP spaced by its hosts' interval):
-                    # this bench's judge; tests/test_conn_setup.py judges the default
-                    extra={"POLITENESS_IP_MODEL": "coupled"})
+                    configs=("plugin", "delay"))
 
 
 def dead_host(quick: bool) -> Scenario:
