@@ -95,7 +95,7 @@ class PolitenessMiddleware:
         self.slip.on_earlier = self.driver.retime
         self.observer = Observer(settings, self.stats, self.hosts)
         self.drops = Drops(self.hosts, self.driver, self.observer, self.stats)
-        self.view = GateView(settings, self.hosts, self.ips, self.dns, self.keys,
+        self.view = GateView(settings, self.gate.eligibility, self.dns, self.keys,
                              stats=self.stats)
         self.hint = self.view.hint  # what the scheduler queue asks
         bot = crawler.settings.get("BOT_NAME") or "scrapy"

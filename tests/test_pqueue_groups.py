@@ -11,6 +11,7 @@ from scrapy import Request
 from test_pqueue import INTERVAL, _queue, clock, mw, on_ip, reached, take, url
 
 from scrapy_politeness.middleware import PolitenessMiddleware
+from scrapy_politeness.policy.eligibility import Eligibility
 from scrapy_politeness.scheduler.queue import PolitenessAwarePriorityQueue
 
 __all__ = ["clock", "mw"]  # the fixtures this module uses
@@ -33,14 +34,15 @@ def serve(mw: PolitenessMiddleware, q: PolitenessAwarePriorityQueue, clock: Cloc
 def counting(mw: PolitenessMiddleware, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Count the gate's look-ups and IP table reads the queue makes."""
     calls = {"hint_for": 0, "ip_ready": 0}
-    for name in calls:
-        real = getattr(mw.view, name)
+    owners = {"hint_for": mw.view, "ip_ready": Eligibility}  # slotted: patch its class
+    for name, owner in owners.items():
+        real = getattr(owner, name)
 
         def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
             calls[_name] += 1
             return _real(*args)
 
-        monkeypatch.setattr(mw.view, name, counted)
+        monkeypatch.setattr(owner, name, counted)
     return calls
 
 

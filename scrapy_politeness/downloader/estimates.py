@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from scrapy_politeness.downloader.host_keys import HostKeys
-    from scrapy_politeness.policy import HostTable, IPTable
+    from scrapy_politeness.policy.eligibility import Eligibility
     from scrapy_politeness.settings import PolitenessSettings
 
 __all__ = ["IGNORED", "NETWORK_SCHEMES", "GateView", "Hint"]
@@ -65,11 +65,12 @@ def loop_now() -> float:
 class GateView:
     """Keys, addresses and the gate's view of a request, for one crawler."""
 
-    def __init__(self, settings: PolitenessSettings, hosts: HostTable, ips: IPTable,
+    def __init__(self, settings: PolitenessSettings, eligibility: Eligibility,
                  dns: DnsCache, keys: HostKeys, *, stats: StatsCollector) -> None:
         self.settings = settings
-        self.hosts = hosts
-        self.ips = ips
+        self.eligibility = eligibility  # the gate's own rule: the queue never disagrees with it
+        self.hosts = eligibility.hosts
+        self.ips = eligibility.ips
         self.dns = dns
         self.keys = keys
         self.stats = stats
@@ -102,16 +103,14 @@ class GateView:
         if state is not None and (state.dead or (state.parked_until
                                                  and state.parked_until > self.now())):
             return Hint(key, None, 0.0, 0.0, 0.0, 0.0)  # dropped at once in the middleware
-        margin = self.settings.send_margin
         if state is None:
             config = self.settings.config_for(key)
-            host_ready, interval = 0.0, config.host_interval(config.default)
-            ip_interval = interval
+            interval = ip_interval = config.host_interval(config.default)
         else:
-            host_ready = state.eligible_at() + margin
             interval, ip_interval = state.interval(), state.ip_interval()
         ip_interval = self.ips.spacing(ip, ip_interval)  # what a start spends on its IP
-        return Hint(key, ip, host_ready, self.ip_ready(ip), interval, ip_interval)
+        rule = self.eligibility
+        return Hint(key, ip, rule.state_ready(state), rule.ip_ready(ip), interval, ip_interval)
 
     def handed_out(self, key: str, since: float, backlog: int) -> None:
         """The scheduler queue handed out a request of ``key``: its host has had
@@ -122,11 +121,6 @@ class GateView:
         if state is not None:
             state.queued_since = since
             state.backlog = backlog
-
-    def ip_ready(self, ip: str | None) -> float:
-        """:attr:`Hint.ip_ready` of a request on ``ip``: one IP table read."""
-        at = self.ips.eligible_at(ip)
-        return at + self.settings.send_margin if at else 0.0
 
     def queue_key(self, request: Request) -> str:
         """The host key the scheduler queue files ``request`` under (``IGNORED``:

@@ -10,6 +10,7 @@ from scrapy_politeness.policy.decisions import (
     crawl_delay_verdict,
     retry_after_verdict,
 )
+from scrapy_politeness.policy.eligibility import Eligibility
 from scrapy_politeness.policy.failures import FailureKind, backoff_cause, reached_server
 from scrapy_politeness.policy.gate import Gate, Release
 from scrapy_politeness.policy.ips import IP_MODELS
@@ -30,6 +31,7 @@ __all__ = [
     "IP_MODELS",
     "RECOVERIES",
     "Config",
+    "Eligibility",
     "FailureKind",
     "Gate",
     "HostState",

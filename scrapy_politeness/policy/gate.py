@@ -18,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from scrapy_politeness.policy.eligibility import Eligibility
 from scrapy_politeness.policy.tables import HostTable, IPTable
 
 __all__ = ["Gate", "Release"]
@@ -43,23 +44,25 @@ class Release(Generic[T]):
 class Gate(Generic[T]):
     """Host and IP buckets in step, with FIFO queues per host.
 
-    ``margin`` is added to every spacing the gate enforces: the released
-    request still has to travel through the event loop before its bytes reach
-    the server, and the margin absorbs the jitter of that trip. ``max_in_flight``
+    When a host or IP may go is :class:`Eligibility`'s rule (with ``margin``
+    added to every spacing), the one the scheduler queue estimates by too.
+    ``max_in_flight``
     (0 = unlimited) caps the released-but-unfinished requests of a host, so
     released requests never queue again behind the downloader's own
     per-domain concurrency (where they would leave in bursts).
     """
 
-    __slots__ = ("_heap", "_host_seq", "_in_flight", "_ip_armed", "_ip_lines",
-                 "_on_ip", "_queues", "_seq", "_since", "_waiting", "hosts", "ips", "margin",
-                 "max_in_flight")
+    __slots__ = ("_heap", "_host_ready", "_host_seq", "_in_flight", "_ip_armed", "_ip_lines",
+                 "_ip_ready", "_on_ip", "_queues", "_seq", "_since", "_waiting", "eligibility",
+                 "hosts", "ips", "max_in_flight")
 
     def __init__(self, hosts: HostTable, ips: IPTable, *, margin: float = 0.0,
                  max_in_flight: int = 0) -> None:
         self.hosts = hosts
         self.ips = ips
-        self.margin = margin
+        self.eligibility = Eligibility(hosts, ips, margin)  # shared with the queue's estimates
+        self._host_ready = self.eligibility.host_ready
+        self._ip_ready = self.eligibility.ip_ready
         self.max_in_flight = max_in_flight
         self._queues: dict[str, deque[tuple[T, str | None]]] = {}
         self._in_flight: dict[str, int] = {}
@@ -182,17 +185,6 @@ class Gate(Generic[T]):
         return tokens
 
     # -- internals ---------------------------------------------------------
-
-    def _host_ready(self, key: str) -> float:
-        state = self.hosts.peek(key)
-        if state is None:
-            return 0.0
-        return state.eligible_at() + self.margin
-
-    def _ip_ready(self, ip: str) -> float:
-        # Like _host_ready: an unknown IP (eligible_at 0) has no spacing to pad.
-        at = self.ips.eligible_at(ip)
-        return at + self.margin if at else 0.0
 
     def _schedule_host(self, key: str, at: float) -> None:
         self._seq += 1

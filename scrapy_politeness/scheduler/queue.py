@@ -122,7 +122,8 @@ class PolitenessAwarePriorityQueue:
 
     def _ip_at(self, ip: str, spacing: float) -> float:
         """When ``ip`` would take one more request adding ``spacing``: one IP table read."""
-        return self._handed.ip_estimate(ip, self._mw.view.ip_ready(ip), spacing)  # type: ignore[union-attr]
+        ready = self._mw.view.eligibility.ip_ready(ip)  # type: ignore[union-attr]
+        return self._handed.ip_estimate(ip, ready, spacing)
 
     def _settle(self, now: float) -> tuple[str | None, float, float]:
         return self._index.settle(now, self._own, self._ip_at,
