@@ -31,14 +31,14 @@ from scrapy_politeness.distributed.booking import booked_start, go_as_booked
 from scrapy_politeness.distributed.sync import SharedSync
 from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.crawl_delays import CrawlDelays
-from scrapy_politeness.downloader.dropped_hosts import Drops
-from scrapy_politeness.downloader.estimates import NETWORK_SCHEMES, GateView, Hint
+from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
+from scrapy_politeness.downloader.estimates import NETWORK_SCHEMES, GateView, Readiness
 from scrapy_politeness.downloader.failure_kinds import log_dns_errors_on_one_line
 from scrapy_politeness.downloader.feedback import Outcomes
 from scrapy_politeness.downloader.gate_driver import GateDriver, Waiter
 from scrapy_politeness.downloader.gc_freeze import freeze_start_heap
 from scrapy_politeness.downloader.host_keys import HostKeys
-from scrapy_politeness.downloader.periodic import Watch
+from scrapy_politeness.downloader.periodic import PeriodicTasks
 from scrapy_politeness.downloader.proxies import is_proxied
 from scrapy_politeness.downloader.send_lateness import Dispatch, SendSlip
 from scrapy_politeness.downloader.slot_tickets import Tickets
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 
     from scrapy_politeness.dns.pinning import Pin
 
-__all__ = ["Hint", "PolitenessMiddleware"]  # Hint: re-exported for the queue
+__all__ = ["PolitenessMiddleware", "Readiness"]  # Readiness: re-exported for the queue
 
 logger = logging.getLogger(__name__)
 
@@ -94,10 +94,10 @@ class PolitenessMiddleware:
         self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check)
         self.slip.on_earlier = self.driver.retime
         self.observer = Observer(settings, self.stats, self.hosts)
-        self.drops = Drops(self.hosts, self.driver, self.observer, self.stats)
+        self.dropped = DroppedHosts(self.hosts, self.driver, self.observer, self.stats)
         self.view = GateView(settings, self.gate.eligibility, self.dns, self.keys,
                              stats=self.stats)
-        self.hint = self.view.hint  # what the scheduler queue asks
+        self.readiness = self.view.readiness  # what the scheduler queue asks
         bot = crawler.settings.get("BOT_NAME") or "scrapy"
         backend = make_backend(
             settings.backend, namespace=settings.namespace or f"politeness:{bot}",
@@ -108,7 +108,7 @@ class PolitenessMiddleware:
             backend, self.hosts, self.slip, self.stats, on_dead=self._died_elsewhere,
             on_change=self.driver.retime)
         self.outcomes = Outcomes(
-            self.gate, self.hosts, driver=self.driver, drops=self.drops, observer=self.observer,
+            self.gate, self.hosts, driver=self.driver, dropped=self.dropped, observer=self.observer,
             stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after)
         self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
@@ -125,10 +125,10 @@ class PolitenessMiddleware:
         crawler.signals.connect(self.crawl_delays.parsed, signal=signals.robots_parsed)
         crawler.signals.connect(self._headers_received, signal=signals.headers_received)
         self.robots_prefetch = RobotsPrefetch.connect(crawler, settings, self.stats)
-        self.watch = Watch(crawler, settings, gate=self.gate, driver=self.driver,
-                           hosts=self.hosts, ips=self.ips, dns=self.dns, keys=self.keys,
-                           drops=self.drops, observer=self.observer, on_closing=self._close_gate,
-                           chores=self._chores)
+        self.periodic = PeriodicTasks(
+            crawler, settings, gate=self.gate, driver=self.driver, hosts=self.hosts,
+            ips=self.ips, dns=self.dns, keys=self.keys, dropped=self.dropped,
+            observer=self.observer, on_closing=self._close_gate, chores=self._chores)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -175,7 +175,7 @@ class PolitenessMiddleware:
         loop = self.driver.loop
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
-        ip = await self.view.address(hostname, key, loop, self.drops.check,
+        ip = await self.view.address(hostname, key, loop, self.dropped.check,
                                      ask_again="retry_times" in request.meta,
                                      proxied=is_proxied(request))
         submitted = loop.time()
@@ -183,7 +183,7 @@ class PolitenessMiddleware:
         booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
         dispatch = self._dispatched[request] = Dispatch(key, release.at, ip)  # holds a slot
-        covered = math.inf
+        booked_slip = math.inf
         state = self.hosts.get(key)
         if booked is not None:  # that booking is the shared spend; a later send is reported
             went = await go_as_booked(
@@ -194,18 +194,18 @@ class PolitenessMiddleware:
             if went is None:
                 booked = None
             else:
-                release, covered = went
+                release, booked_slip = went
         elif waited_in_gate:
-            self.slip.respend(release, loop.time())
+            self.slip.spend_at_send(release, loop.time())
         elif self.slip.lag > 0.0005:
-            self.slip.respend(release, submitted)
+            self.slip.spend_at_send(release, submitted)
         if self.shared is not None and booked is None:
-            release, covered = await self.shared.reserve(release, state, loop)
+            release, booked_slip = await self.shared.reserve(release, state, loop)
             if state.dead:  # declared dead by another crawler while this one waited
-                self.drops.check(key, loop.time())  # raises: its slot is freed above
+                self.dropped.check(key, loop.time())  # raises: its slot is freed above
         if self.settings.dns_pin and ip is not None:
             self.dns.pin(hostname, ip)
-        dispatch.at, dispatch.covered = release.at, covered
+        dispatch.at, dispatch.booked_slip = release.at, booked_slip
         now = loop.time()
         self.slip.sent(dispatch, now, state)
         waited = release.at - submitted
@@ -239,7 +239,7 @@ class PolitenessMiddleware:
         self.watchdog.check(now)
 
     def _died_elsewhere(self, key: str) -> None:
-        self.drops.dead(key, f"politeness: host {key} is dead (declared by another crawler)")
+        self.dropped.dead(key, f"politeness: host {key} is dead (declared by another crawler)")
         self.driver.pump()
 
     # -- life cycle --------------------------------------------------------------
@@ -265,7 +265,7 @@ class PolitenessMiddleware:
         now = loop.time()
         self.observer.open(spider, now)
         self.jobstate.restore(self.hosts, self.ips, now, self.stats, self.observer.trace)
-        self.watch.start(loop)
+        self.periodic.start(loop)
 
     def _close_gate(self, reason: str) -> None:
         if self.backend is not None:  # requests held for a lost backend must not wait on
@@ -273,7 +273,7 @@ class PolitenessMiddleware:
         self.driver.close(reason)
 
     async def _spider_closed(self, spider: Spider) -> None:
-        self.watch.stop()
+        self.periodic.stop()
         self._close_gate("politeness: spider closed")
         if self.robots_prefetch is not None:
             self.robots_prefetch.close()

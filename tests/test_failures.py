@@ -239,13 +239,13 @@ def test_drop_reasons_of_hosts_no_longer_dropped_are_forgotten() -> None:
     mw = _middleware()
     loop = mw.loop = asyncio.new_event_loop()
     try:
-        mw.drops.park("parked.example", loop.time(), loop.time() - 1.0,
+        mw.dropped.park("parked.example", loop.time(), loop.time() - 1.0,
                        "politeness: parked for a while")
         mw.hosts.get("dead.example").dead = True
-        mw.drops.reasons["dead.example"] = "politeness: dead"
-        assert set(mw.drops.reasons) == {"parked.example", "dead.example"}
-        mw.watch.evict(loop.time())
-        assert set(mw.drops.reasons) == {"dead.example"}  # the dead one still drops requests
+        mw.dropped.reasons["dead.example"] = "politeness: dead"
+        assert set(mw.dropped.reasons) == {"parked.example", "dead.example"}
+        mw.periodic.evict(loop.time())
+        assert set(mw.dropped.reasons) == {"dead.example"}  # the dead one still drops requests
     finally:
         loop.close()
 

@@ -81,9 +81,9 @@ def test_huge_crawl_delay_follows_the_over_max_policy(policy: str, crawl_delay: 
     assert (state.parked_until == math.inf) is parked
     if parked:
         with pytest.raises(IgnoreRequest, match="POLITENESS_MAX_CRAWL_DELAY=60s"):
-            mw.drops.check("slow.example", 0.0)
+            mw.dropped.check("slow.example", 0.0)
     else:
-        mw.drops.check("slow.example", 0.0)  # not dropped
+        mw.dropped.check("slow.example", 0.0)  # not dropped
 
 
 def test_a_garbage_crawl_delay_leaves_the_host_alone() -> None:
@@ -109,14 +109,14 @@ def test_a_garbage_crawl_delay_leaves_the_host_alone() -> None:
 def test_url_forms_map_to_one_bucket_key(url: str, key: str, ip: str | None) -> None:
     mw = _middleware()
     request = Request(url)
-    hint = mw.hint(request)
-    assert hint is not None
-    assert hint.key == key
+    readiness = mw.readiness(request)
+    assert readiness is not None
+    assert readiness.key == key
     # IP literals need no DNS: the queue knows their IP bucket (the canonical
     # address) at once; a name has none until it was resolved.
-    assert hint.ip == ip
+    assert readiness.ip == ip
 
 
 @pytest.mark.parametrize("url", ["data:text/plain,hello", "file:///etc/hostname"])
 def test_non_network_schemes_are_ignored(url: str) -> None:
-    assert _middleware().hint(Request(url)) is None
+    assert _middleware().readiness(Request(url)) is None

@@ -65,7 +65,7 @@ async def _rides_or_goes_alone(server: RedisServer) -> None:
         # Answered in time: the report waits and rides on the feedback.
         state = mw.hosts.get("a.test")
         now = loop.time()
-        sent = Dispatch("a.test", now, IP, covered=0.0)
+        sent = Dispatch("a.test", now, IP, booked_slip=0.0)
         mw.shared.late_arrival(sent, state, now + 0.2, now)
         await asyncio.sleep(0.01)
         assert stats.get_value("politeness/shared/late_starts") is None  # nothing sent yet
@@ -82,7 +82,7 @@ async def _rides_or_goes_alone(server: RedisServer) -> None:
         # No answer in time: it goes alone before half the spacing is over.
         state = mw.hosts.get("b.test")
         now = loop.time()
-        lost = Dispatch("b.test", now, "127.6.0.10", covered=0.0)
+        lost = Dispatch("b.test", now, "127.6.0.10", booked_slip=0.0)
         mw.shared.late_arrival(lost, state, now + 0.1, now)
         await asyncio.sleep(0.05)
         assert stats.get_value("politeness/shared/late_starts") == 1  # still waiting

@@ -40,7 +40,7 @@ def test_an_ip_waits_its_spacing_plus_the_margin() -> None:
 
 
 def test_the_gate_releases_exactly_when_the_queue_estimates(mw: PolitenessMiddleware) -> None:
-    """Random host and IP states: the hint the scheduler queue reads for a
+    """Random host and IP states: the readiness the scheduler queue reads for a
     host says when the gate lets its request go, to the instant."""
     rng = random.Random(7)
     gate, view = mw.gate, mw.view
@@ -56,9 +56,9 @@ def test_the_gate_releases_exactly_when_the_queue_estimates(mw: PolitenessMiddle
             state.not_before = now + rng.uniform(-1.0, 3.0)
         if rng.random() < 0.5:
             mw.ips.spend(ip, now - rng.uniform(0.0, 2.0), rng.uniform(0.1, 2.0))
-        hint = view.hint_for(host, host)
-        expected = max(hint.host_ready, hint.ip_ready, now)
-        gate.submit(host, hint.ip, trial, now)
+        readiness = view.readiness_for(host, host)
+        expected = max(readiness.host_ready, readiness.ip_ready, now)
+        gate.submit(host, readiness.ip, trial, now)
         if expected > now:
             assert gate.poll(expected - 1e-6) == [], (trial, expected)
         released = gate.poll(expected)

@@ -1,4 +1,4 @@
-"""The gate on a fake clock: host and IP spacing, FIFO, caps, drops, Retry-After."""
+"""The gate on a fake clock: host and IP spacing, FIFO, caps, dropped, Retry-After."""
 
 from __future__ import annotations
 

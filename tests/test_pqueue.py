@@ -385,14 +385,14 @@ def test_many_hosts_cost_few_gate_lookups_per_pop(
         q.push(Request(url(f"h{i}.test")))
         q.push(Request(url(f"h{i}.test", 1)))
     calls = 0
-    real_hint = mw.view.hint_for  # what mw.hint asks too
+    real_readiness = mw.view.readiness_for  # what mw.readiness asks too
 
-    def counting_hint(key: str, hostname: str) -> Any:
+    def counting_readiness(key: str, hostname: str) -> Any:
         nonlocal calls
         calls += 1
-        return real_hint(key, hostname)
+        return real_readiness(key, hostname)
 
-    monkeypatch.setattr(mw.view, "hint_for", counting_hint)
+    monkeypatch.setattr(mw.view, "readiness_for", counting_readiness)
     for _ in range(2 * n):
         assert take(q) is not None
         clock.now += 0.001
@@ -668,14 +668,14 @@ def test_hosts_behind_a_busy_ip_cost_no_gate_lookups_each(
         on_ip(mw, host, ip)
         q.push(Request(url(host)))
     calls = 0
-    real_hint = mw.view.hint_for
+    real_readiness = mw.view.readiness_for
 
-    def counting_hint(key: str, hostname: str) -> Any:
+    def counting_readiness(key: str, hostname: str) -> Any:
         nonlocal calls
         calls += 1
-        return real_hint(key, hostname)
+        return real_readiness(key, hostname)
 
-    monkeypatch.setattr(mw.view, "hint_for", counting_hint)
+    monkeypatch.setattr(mw.view, "readiness_for", counting_readiness)
     starts: dict[str, list[float]] = {}
     for _ in range(len(hosts)):
         r = take(q)
@@ -767,7 +767,7 @@ def test_a_parked_hosts_requests_are_handed_out_at_once(
     assert take(q) is not None
     start = clock.now
     assert q.pop() is None  # its next waits for the interval
-    mw.drops.park("parked.test", clock.now, clock.now + 3600, "parked for the test")
+    mw.dropped.park("parked.test", clock.now, clock.now + 3600, "parked for the test")
     for _ in range(3):
         assert q.pop() is not None
     assert clock.now == start

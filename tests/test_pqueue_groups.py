@@ -33,8 +33,8 @@ def serve(mw: PolitenessMiddleware, q: PolitenessAwarePriorityQueue, clock: Cloc
 
 def counting(mw: PolitenessMiddleware, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Count the gate's look-ups and IP table reads the queue makes."""
-    calls = {"hint_for": 0, "ip_ready": 0}
-    owners = {"hint_for": mw.view, "ip_ready": Eligibility}  # slotted: patch its class
+    calls = {"readiness_for": 0, "ip_ready": 0}
+    owners = {"readiness_for": mw.view, "ip_ready": Eligibility}  # slotted: patch its class
     for name, owner in owners.items():
         real = getattr(owner, name)
 
@@ -74,7 +74,7 @@ def test_a_start_on_a_busy_ip_moves_one_entry_not_every_vhost(
     print(f"per take: {per_take}")
     # Before the groups, 11 look-ups and 54 IP reads a take on 5 IPs, 76 and 382 on
     # one (a look-up reads its IP too).
-    assert per_take["hint_for"] <= 4, per_take
+    assert per_take["readiness_for"] <= 4, per_take
     assert per_take["ip_ready"] <= 10, per_take
 
 

@@ -1,6 +1,6 @@
-"""The send-slip correction of the middleware (issue 9 items 3 and 10), on a fake clock.
+"""The send-slip correction of the middleware, on a fake clock.
 
-The middleware's ``_respend`` and ``_headers_received`` are driven directly with
+``SendSlip.spend_at_send`` and ``SendSlip.headers_received`` are driven directly with
 chosen instants: no event loop, no sleep.
 """
 
@@ -30,7 +30,7 @@ def test_slip_spends_the_ip_floor_when_the_host_interval_is_zero() -> None:
     state = mw.hosts.get("a.test")
     assert state.interval() == 0
     mw.slip.lag = 0.04  # a busy loop: the waiter resumed late
-    mw.slip.respend(Release(object(), "a.test", IP, 0.0, 100.0), 100.05)
+    mw.slip.spend_at_send(Release(object(), "a.test", IP, 0.0, 100.0), 100.05)
     # The real send is estimated at 100.05 + 2 x 0.05: the IP's next start is
     # the IP floor after it, not after the gate's release at 100.0.
     assert mw.ips.eligible_at(IP) >= 100.05 + 0.5
@@ -103,7 +103,7 @@ def _sent(mw: PolitenessMiddleware, key: str) -> tuple[Request, Any]:
     state.last_start = 100.0
     mw.ips.spend(IP, 100.0, state.ip_interval())
     mw.slip.lag = 0.003
-    mw.slip.respend(Release(object(), key, IP, state.interval(), 100.0), 100.001)
+    mw.slip.spend_at_send(Release(object(), key, IP, state.interval(), 100.0), 100.001)
     request = Request(f"http://{key}/")
     dispatch = mw._dispatched[request] = _Dispatch(key, 100.0, IP)
     mw.slip.sent(dispatch, 100.001, state)
@@ -176,7 +176,7 @@ def test_a_stall_does_not_inflate_the_slip_of_the_sends_after_it() -> None:
     mw = _mw(POLITENESS_DEFAULT=0.1, POLITENESS_FLOOR=0.1, POLITENESS_IP_FLOOR=0.1)
     mw.hosts.get("a.test")
     mw.hosts.get("b.test")
-    mw.slip.respend(Release(object(), "a.test", IP, 0.1, 100.0), 100.150)
-    mw.slip.respend(Release(object(), "b.test", "127.0.0.3", 0.1, 100.4), 100.4)
+    mw.slip.spend_at_send(Release(object(), "a.test", IP, 0.1, 100.0), 100.150)
+    mw.slip.spend_at_send(Release(object(), "b.test", "127.0.0.3", 0.1, 100.4), 100.4)
     assert mw.slip.lag <= STALL
     assert mw.ips.eligible_at("127.0.0.3") <= 100.4 + 2 * STALL + 0.1

@@ -13,7 +13,7 @@ __all__ = ["LateStart", "SharedBackend", "SharedHost"]
 
 
 class LateStart(NamedTuple):
-    """A start later than its booking covered (``correct_start``'s arguments),
+    """A start later than its booking allowed for (``correct_start``'s arguments),
     carried by the fetch's ``feedback`` when its answer comes in time."""
 
     ip: str | None
@@ -65,7 +65,7 @@ class SharedBackend(Protocol):
 
     async def correct_start(self, key: str, ip: str | None, started_ago: float,
                             interval: float, ip_spacing: float) -> None:
-        """Move the shared buckets to a start later than its booking covered."""
+        """Move the shared buckets to a start later than its booking allowed for."""
 
     async def recheck(self, key: str, ip: str | None, *, slip: float = 0.0) -> float | None:
         """Seconds a booked request must still wait for a late start reported

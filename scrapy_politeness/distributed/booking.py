@@ -31,11 +31,11 @@ BOOKED_META = "politeness_booked"
 
 class Booking(NamedTuple):
     """A start the frontier booked: ``at`` (event-loop clock) and how late a
-    send after it the booking already spent for (``covered``): a later send is
+    send after it the booking already spent for (``booked_slip``): a later send is
     reported to the shared buckets (``SendSlip``), as after a ``reserve``."""
 
     at: float
-    covered: float
+    booked_slip: float
 
 
 def booked_start(request: Request, ip: str | None) -> Booking | None:
@@ -44,7 +44,7 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
     None unless it booked the host and exactly the IP bucket ``ip`` (None: no
     IP bucket) the gate uses: a name that resolved differently since is
     booked by the middleware as usual. The value is
-    ``{"ip": ..., "at": ..., "covered": ...}``.
+    ``{"ip": ..., "at": ..., "booked_slip": ...}``.
     """
     booked = request.meta.get(BOOKED_META)
     if not isinstance(booked, dict) or booked.get("ip") != ip:
@@ -52,8 +52,9 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
     at = booked.get("at")
     if not isinstance(at, (int, float)):
         return None
-    covered = booked.get("covered")
-    return Booking(float(at), float(covered) if isinstance(covered, (int, float)) else math.inf)
+    booked_slip = booked.get("booked_slip")
+    slip = float(booked_slip) if isinstance(booked_slip, (int, float)) else math.inf
+    return Booking(float(at), slip)
 
 
 async def start_as_booked(booking: Booking, release: Release[Any],
@@ -83,7 +84,7 @@ async def go_as_booked(booking: Booking, release: Release[Any], state: HostState
                        loop: asyncio.AbstractEventLoop, *, slip: SendSlip,
                        shared: SharedSync | None, stats: StatsCollector, margin: float,
                        ip_spacing: float | None) -> tuple[Release[Any], float] | None:
-    """The release and the lateness its booking covered, for a request the
+    """The release and the lateness its booking allowed for, for a request the
     frontier booked; None when it must be booked afresh (see
     :func:`start_as_booked`). The booking is the shared spend: the local
     buckets move to the real send, and a send later than booked is reported
@@ -94,8 +95,8 @@ async def go_as_booked(booking: Booking, release: Release[Any], state: HostState
                                       late_ok=late_allowance(state, ip_spacing))
     if at_booked is None:
         return None
-    slip.respend(at_booked, loop.time())
+    slip.spend_at_send(at_booked, loop.time())
     if at_booked.at > booking.at and shared is not None:  # late: say so now
         shared.late_start(Dispatch(at_booked.key, at_booked.at, at_booked.ip), state,
                           -2.0 * slip.lag)
-    return at_booked, booking.covered
+    return at_booked, booking.booked_slip

@@ -180,7 +180,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             if booked != 2:
                 request.meta[BOOKED_META] = {"ip": _text(reply[3]) if booked else None,
                                              "at": now + float(_text(reply[5])),
-                                             "covered": slip - rtt}
+                                             "booked_slip": slip - rtt}
             self.stats.inc_value(_STATS + "popped")
             self._start_heartbeat()
             next_in = float(_text(reply[6]))

@@ -57,16 +57,16 @@ class HostRoutes:
         mw = self._mw
         if mw is None:
             return host_key(hostname), ""
-        hint = mw.hint(request)
-        if hint is None:
+        readiness = mw.readiness(request)
+        if readiness is None:
             return "", ""
         if mw.dns.lookup(hostname) is DnsCache.MISS:
             if hostname not in self._resolving:
                 probe = Request(f"{parsed.scheme}://{parsed.netloc}/")
                 task = asyncio.get_running_loop().create_task(self._resolve(hostname, probe))
                 self._resolving[hostname] = task
-            return hint.key, "?"
-        return hint.key, hint.ip or ""
+            return readiness.key, "?"
+        return readiness.key, readiness.ip or ""
 
     def take_news(self) -> list[str]:
         """The resolved IPs a pop should carry, flat (key, ip, ...); none left."""
@@ -98,9 +98,9 @@ class HostRoutes:
         assert self._mw is not None
         try:
             await self._mw.dns.resolve(hostname)
-            hint = self._mw.hint(probe)
-            if hint is not None and not self._closed:
-                self._news[hint.key] = hint.ip or ""
+            readiness = self._mw.readiness(probe)
+            if readiness is not None and not self._closed:
+                self._news[readiness.key] = readiness.ip or ""
                 if self._timer is None:
                     self._timer = asyncio.get_running_loop().call_later(IP_NEWS, self._alone)
                 self._resolved()

@@ -229,7 +229,7 @@ class RedisBackend(_RedisReseed):
 
     async def correct_start(self, key: str, ip: str | None, started_ago: float,
                             interval: float, ip_spacing: float) -> None:
-        """A request of ours started later than its booking covered: move the
+        """A request of ours started later than its booking allowed for: move the
         shared host and IP buckets to its real start (``started_ago`` seconds
         before now), so the next booking of every process is spaced from it."""
         keys = [self._key("host", key)]

@@ -95,7 +95,7 @@ class SharedSync:
         The booking is spent at start + slip: the reply reaches us up to one
         round trip after the server computed the start, and the send leaves
         about 2 x lag after we wake. Returns the release and how late a start
-        (after ``release.at``) that booking covered. A host another process
+        (after ``release.at``) that booking allowed for. A host another process
         declared dead raises ``IgnoreRequest`` through ``on_dead``'s check.
         """
         while True:
@@ -130,7 +130,7 @@ class SharedSync:
                         self.stats.inc_value("politeness/shared/rebooked_after_loss")
                         continue
                     booking = rechecked
-                self.slip.respend(booking, loop.time())
+                self.slip.spend_at_send(booking, loop.time())
             return booking, slip - rtt
 
     async def _recheck(self, release: Release[Any], state: HostState,
@@ -156,7 +156,7 @@ class SharedSync:
     def late_arrival(self, dispatch: Dispatch, state: HostState, arrived: float,
                      now: float) -> None:
         """The server read the request at ``arrived`` (its headers or a loop
-        stall showed it), later than its booking covered. The correction rides on the fetch's
+        stall showed it), later than its booking allowed for. The correction rides on the fetch's
         own feedback (one round trip a request, not two) when the answer comes
         while the report can still land before the next start on these buckets
         can be booked (half the spacing, as a late booked send); else it goes
@@ -193,7 +193,7 @@ class SharedSync:
                          waiting.ip_spacing)
 
     def late_start(self, dispatch: Dispatch, state: HostState, ago: float) -> None:
-        """The shared booking covered less slip than this start took: move the
+        """The shared booking allowed for less slip than this start took: move the
         shared buckets too, so other processes space from the real start."""
         self.stats.inc_value("politeness/shared/late_starts")
         self._spawn(self.backend.correct_start(

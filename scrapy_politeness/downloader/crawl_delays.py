@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from scrapy_politeness.distributed.sync import SharedSync
-    from scrapy_politeness.downloader.dropped_hosts import Drops
+    from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
     from scrapy_politeness.downloader.gate_driver import GateDriver
     from scrapy_politeness.downloader.host_keys import HostKeys
     from scrapy_politeness.observe.observer import Observer
@@ -77,7 +77,7 @@ class Gatekeeper(Protocol):
     driver: GateDriver
     observer: Observer
     stats: StatsCollector
-    drops: Drops
+    dropped: DroppedHosts
     hosts: HostTable
     shared: SharedSync | None
 
@@ -113,7 +113,7 @@ class CrawlDelays:
         mw.observer.crawl_delay(now, key, asked, over_max if over else None)
         if delay is None:
             mw.stats.inc_value("politeness/crawl_delay_skipped_hosts")
-            mw.drops.park(key, now, math.inf,
+            mw.dropped.park(key, now, math.inf,
                           f"politeness: {key} asks Crawl-delay {asked:g}s, above "
                           f"POLITENESS_MAX_CRAWL_DELAY={limit:g}s (policy 'skip')")
             return

@@ -22,10 +22,10 @@ if TYPE_CHECKING:
     from scrapy_politeness.observe.observer import Observer
     from scrapy_politeness.policy import HostState, HostTable
 
-__all__ = ["Drops"]
+__all__ = ["DroppedHosts"]
 
 
-class Drops:
+class DroppedHosts:
     """The drop decisions of one crawler and the reasons they give."""
 
     def __init__(self, hosts: HostTable, driver: GateDriver, observer: Observer,

@@ -30,14 +30,14 @@ if TYPE_CHECKING:
     from scrapy_politeness.policy.eligibility import Eligibility
     from scrapy_politeness.settings import PolitenessSettings
 
-__all__ = ["IGNORED", "NETWORK_SCHEMES", "GateView", "Hint"]
+__all__ = ["IGNORED", "NETWORK_SCHEMES", "GateView", "Readiness"]
 
 NETWORK_SCHEMES = frozenset(("http", "https"))
 IGNORED = ""  # the queue's key for requests the gate ignores (data:, file:, no host)
 
 
 @dataclass(slots=True)
-class Hint:  # not frozen: built per queue look-up, and a frozen one costs 5x to build
+class Readiness:  # not frozen: built per queue look-up, and a frozen one costs 5x to build
     """What the gate would decide for a request now, for scheduling ahead of it.
 
     ``host_ready``/``ip_ready`` are instants on the event loop's clock (0 when
@@ -77,7 +77,7 @@ class GateView:
         self.routes = ProxyRoutes()  # names a proxy resolves: no DNS failure for the queue
         self.now = loop_now  # the clock the gate's instants are on (tests replace it)
 
-    def hint(self, request: Request) -> Hint | None:
+    def readiness(self, request: Request) -> Readiness | None:
         """The gate's view of ``request`` without waiting (no DNS query: an
         uncached name has no IP yet). None for requests the gate ignores.
 
@@ -88,21 +88,21 @@ class GateView:
         key = self.queue_key(request)
         if key == IGNORED:
             return None
-        return self.hint_for(key, urlparse_cached(request).hostname)  # type: ignore[arg-type]
+        return self.readiness_for(key, urlparse_cached(request).hostname)  # type: ignore[arg-type]
 
-    def hint_for(self, key: str, hostname: str) -> Hint:
-        """:meth:`hint` for a request of host key ``key`` to ``hostname``: what the
+    def readiness_for(self, key: str, hostname: str) -> Readiness:
+        """:meth:`readiness` for a request of host key ``key`` to ``hostname``: what the
         scheduler queue asks for the hosts it keeps (no request to parse)."""
         ip = self.dns.lookup(hostname)
         if ip is DnsCache.MISS:  # an IP literal needs no DNS
             ip = ip_literal(hostname)
         elif ip is None and not self.routes.carries(hostname):
-            return Hint(key, None, 0.0, 0.0, 0.0, 0.0)  # fails at once in the middleware
+            return Readiness(key, None, 0.0, 0.0, 0.0, 0.0)  # fails at once in the middleware
         ip = self.keys.ip_bucket(ip if isinstance(ip, str) else None)
         state = self.hosts.peek(key)
         if state is not None and (state.dead or (state.parked_until
                                                  and state.parked_until > self.now())):
-            return Hint(key, None, 0.0, 0.0, 0.0, 0.0)  # dropped at once in the middleware
+            return Readiness(key, None, 0.0, 0.0, 0.0, 0.0)  # dropped at once in the middleware
         if state is None:
             config = self.settings.config_for(key)
             interval = ip_interval = config.host_interval(config.default)
@@ -110,7 +110,7 @@ class GateView:
             interval, ip_interval = state.interval(), state.ip_interval()
         ip_interval = self.ips.spacing(ip, ip_interval)  # what a start spends on its IP
         rule = self.eligibility
-        return Hint(key, ip, rule.state_ready(state), rule.ip_ready(ip), interval, ip_interval)
+        return Readiness(key, ip, rule.state_ready(state), rule.ip_ready(ip), interval, ip_interval)
 
     def handed_out(self, key: str, since: float, backlog: int) -> None:
         """The scheduler queue handed out a request of ``key``: its host has had
@@ -124,7 +124,7 @@ class GateView:
 
     def queue_key(self, request: Request) -> str:
         """The host key the scheduler queue files ``request`` under (``IGNORED``:
-        the gate ignores it): :meth:`hint`'s key, without the rest of the hint."""
+        the gate ignores it): :meth:`readiness`'s key alone."""
         parsed = urlparse_cached(request)
         hostname = parsed.hostname
         meta = request.meta

@@ -3,7 +3,7 @@
 The local tables take the AIMD step (:meth:`~scrapy_politeness.policy.HostTable.feedback`),
 the shared backend the same step, the observer its stats and trace line; a
 Retry-After above ``POLITENESS_MAX_RETRY_AFTER`` sets the host's requests aside
-(:class:`~scrapy_politeness.downloader.dropped_hosts.Drops`), a host pinned at the ceiling is
+(:class:`~scrapy_politeness.downloader.dropped_hosts.DroppedHosts`), a host pinned at the ceiling is
 declared dead, and a host whose instants moved is re-timed in the queue.
 """
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
     from scrapy_politeness.distributed.sync import SharedSync
-    from scrapy_politeness.downloader.dropped_hosts import Drops
+    from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
     from scrapy_politeness.downloader.gate_driver import GateDriver, Waiter
     from scrapy_politeness.downloader.send_lateness import Dispatch
     from scrapy_politeness.observe.observer import Observer
@@ -31,12 +31,12 @@ class Outcomes:
     """Feeds each outcome back (see the module doc)."""
 
     def __init__(self, gate: Gate[Waiter], hosts: HostTable, *, driver: GateDriver,
-                 drops: Drops, observer: Observer, stats: StatsCollector,
+                 dropped: DroppedHosts, observer: Observer, stats: StatsCollector,
                  shared: SharedSync | None, max_retry_after: float) -> None:
         self.gate = gate
         self.hosts = hosts
         self.driver = driver
-        self.drops = drops
+        self.dropped = dropped
         self.observer = observer
         self.stats = stats
         self.shared = shared
@@ -50,7 +50,7 @@ class Outcomes:
         state = self.hosts.get(key)
         honoured, park = retry_after_verdict(retry_after, self.max_retry_after)
         if park:
-            self.drops.park(key, now, now + retry_after,  # type: ignore[operator]
+            self.dropped.park(key, now, now + retry_after,  # type: ignore[operator]
                             f"politeness: {key} asked for Retry-After {retry_after:.0f}s, above "
                             f"POLITENESS_MAX_RETRY_AFTER={self.max_retry_after:g}s")
         elif honoured:
@@ -67,7 +67,7 @@ class Outcomes:
                                ip=dispatch.ip, status=status, retry_after=retry_after,
                                latency=latency)
         if outcome.became_dead:
-            self.drops.died_here(now, key, state, outcome.after)
+            self.dropped.died_here(now, key, state, outcome.after)
         if state.adaptive != adaptive or state.not_before != not_before:
             self.driver.retime(key)  # its instants moved (re-timing costs a heap entry a response)
         self.driver.pump(now)

@@ -1,7 +1,7 @@
 """The middleware's periodic chores, every quarter second of the crawl.
 
 Scrapy closes a spider while requests still wait in the gate; nothing wakes
-those waiters but a timer, so the watch notices the engine closing and drops
+those waiters but a timer, so the periodic tick notices the engine closing and drops
 them at once (a prompt close). The same tick feeds the live log line and,
 now and then, evicts the state of hosts, IPs and names idle for longer than
 ``POLITENESS_IDLE_TTL`` so a broad crawl's memory follows its working set.
@@ -20,31 +20,31 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from scrapy_politeness.dns.cache import DnsCache
-    from scrapy_politeness.downloader.dropped_hosts import Drops
+    from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
     from scrapy_politeness.downloader.gate_driver import GateDriver, Waiter
     from scrapy_politeness.downloader.host_keys import HostKeys
     from scrapy_politeness.observe.observer import Observer
     from scrapy_politeness.policy import Gate, HostTable, IPTable
     from scrapy_politeness.settings import PolitenessSettings
 
-__all__ = ["Watch"]
+__all__ = ["PeriodicTasks"]
 
 EVERY = 0.25
 """Seconds between two ticks."""
 
 
-class Watch:
+class PeriodicTasks:
     """A timer on the event loop: the closing engine, the log line, eviction."""
 
     def __init__(self, crawler: Crawler, settings: PolitenessSettings, *, gate: Gate[Waiter],
                  driver: GateDriver, hosts: HostTable, ips: IPTable, dns: DnsCache,
-                 keys: HostKeys, drops: Drops, observer: Observer,
+                 keys: HostKeys, dropped: DroppedHosts, observer: Observer,
                  on_closing: Callable[[str], None],
                  chores: Callable[[float], None] | None = None) -> None:
         self.crawler = crawler
         self.settings = settings
         self.gate, self.driver, self.hosts, self.ips = gate, driver, hosts, ips
-        self.dns, self.keys, self.drops, self.observer = dns, keys, drops, observer
+        self.dns, self.keys, self.dropped, self.observer = dns, keys, dropped, observer
         self.on_closing = on_closing
         self.chores = chores  # every tick (the slots' sweep and watchdog)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -80,7 +80,7 @@ class Watch:
         """Forget what has been idle longer than ``POLITENESS_IDLE_TTL``."""
         cutoff = now - self.settings.idle_ttl
         self.hosts.evict(cutoff)
-        self.drops.prune(now)
+        self.dropped.prune(now)
         self.ips.evict(now - self.settings.send_margin)
         self.dns.evict(cutoff)
         self.keys.trim()

@@ -15,7 +15,7 @@ request, so a slow loop turn can widen a gap but never shorten it:
 - once headers arrive, the download's real start (and whatever the first byte
   took beyond the host's usual latency) moves the buckets again.
 
-With a shared backend, a start later than its booking covered is pushed to the
+With a shared backend, a start later than its booking allowed for is pushed to the
 shared buckets too, so other processes space from the real start.
 """
 
@@ -63,7 +63,7 @@ class Dispatch:
     key: str
     at: float
     ip: str | None = None
-    covered: float = math.inf  # how late a start the shared booking already spent for
+    booked_slip: float = math.inf  # how late a start the shared booking already spent for
     spent: float = math.nan  # the host's last start this send left (see SendSlip.sent)
     ip_next: float = math.nan  # the IP's next-eligible instant this send left
     cold: bool = False  # sent with no kept-alive connection of its host known idle
@@ -155,7 +155,7 @@ class SendSlip:
             self.stalled(now)
             self.turn_began = now
 
-    def respend(self, release: Release[Any], now: float) -> None:
+    def spend_at_send(self, release: Release[Any], now: float) -> None:
         """Move the spend from the gate's release to the estimated real send.
 
         The waiter resumes ``lag`` after the gate released it (one event-loop
@@ -191,9 +191,9 @@ class SendSlip:
             if state is None:
                 continue
             self.spend(state, dispatch.ip, at)
-            if self.shared is not None and at - dispatch.at > dispatch.covered:
+            if self.shared is not None and at - dispatch.at > dispatch.booked_slip:
                 self.shared.late_arrival(dispatch, state, at, now)
-                dispatch.covered = at - dispatch.at  # reported: only a later move reports again
+                dispatch.booked_slip = at - dispatch.at  # reported: only a later move reports again
 
     def headers_received(self, dispatch: Dispatch, latency: float, now: float) -> None:
         """Learn when the download really started, once its headers are in.
@@ -217,7 +217,7 @@ class SendSlip:
         arrived = now - (usual if usual < latency else latency)
         if self.shared is not None:
             self.spend(state, dispatch.ip, arrived)
-            if arrived - dispatch.at > dispatch.covered:
+            if arrived - dispatch.at > dispatch.booked_slip:
                 self.shared.late_arrival(dispatch, state, arrived, now)
             return
         # Whether anything else spent the buckets since the send: asked before our own spend.

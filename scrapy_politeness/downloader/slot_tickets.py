@@ -16,7 +16,7 @@ back at the first of:
   change, the plugin's own hook or the sweep still frees the slot);
 - the plugin's ``process_response``/``process_exception``, for an answer that
   did not come from a download (a middleware above it answered instead);
-- the watch's sweep: a request that left Scrapy's downloader (``active``)
+- the periodic sweep: a request that left Scrapy's downloader (``active``)
   with its ticket still held ended in a way nothing reported (a Request
   returned from another ``process_request``, a cancellation); freed with no
   outcome, counted in ``politeness/released_unreported``.

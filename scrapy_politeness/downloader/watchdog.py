@@ -33,7 +33,7 @@ __all__ = ["EVERY", "Watchdog"]
 logger = logging.getLogger("scrapy_politeness.middleware")
 
 EVERY = 1.0
-"""Seconds between two looks (the watch ticks more often)."""
+"""Seconds between two looks (the periodic tasks tick more often)."""
 
 
 class Watchdog:

@@ -1,7 +1,7 @@
 """The periodic politeness log line, in the spirit of Scrapy's LogStats.
 
 Every ``POLITENESS_LOG_INTERVAL`` seconds (checked by the middleware's
-existing 0.25 s watch loop, so no timer of its own) one INFO line::
+existing 0.25 s periodic tick, so no timer of its own) one INFO line::
 
     Politeness: 12 hosts, 30 waiting in the gate (oldest 4.2s); 57 dispatched
     (wait mean 0.81s, max 3.90s); 2 hosts backing off, 1 dead

@@ -111,7 +111,7 @@ class Observer:
     # -- now and then, and at the end -----------------------------------------
 
     def tick(self, now: float, waiting: int, oldest: float | None) -> None:
-        """Every watch tick: flush the trace; the live log line when it is due."""
+        """Every periodic tick: flush the trace; the live log line when it is due."""
         if self.trace is not None:
             self.trace.tick(now)
         if now >= self.next_log:

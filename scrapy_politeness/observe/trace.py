@@ -111,7 +111,7 @@ class TraceWriter:
             self._cond.notify()
 
     def tick(self, now: float) -> None:
-        """Called now and then (the middleware's watch loop): flush every second."""
+        """Called now and then (the middleware's periodic tick): flush every second."""
         if now - self._last_flush >= FLUSH_EVERY:
             self._last_flush = now
             self.flush()

@@ -22,7 +22,7 @@ from scrapy_politeness.scrapy_internals import downloader_active, wake_engine
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
-    from scrapy_politeness.downloader.estimates import Hint
+    from scrapy_politeness.downloader.estimates import Readiness
 
 __all__ = ["MAX_AGE", "SWEEP_EVERY", "HandedOut", "Waker", "gate_of", "handed_out_for"]
 
@@ -136,8 +136,8 @@ class HandedOut:
                 self.ip_since[ip] = now
             self.by_ip[ip] = n + 1
 
-    def own_estimate(self, hint: Hint) -> float:
-        """When one more request of ``hint``'s host would start, as far as its
+    def own_estimate(self, readiness: Readiness) -> float:
+        """When one more request of ``readiness``'s host would start, as far as its
         own bucket goes (its IP's part is :meth:`ip_estimate`).
 
         With ``p`` handed out and not yet released, the next starts ``p``
@@ -146,12 +146,12 @@ class HandedOut:
         estimate still while they wait, so the queue's heap need not re-sort
         as time passes.
         """
-        key = hint.key
+        key = readiness.key
         pending = self.by_key.get(key)
-        at = hint.host_ready
+        at = readiness.host_ready
         if pending:
             since = self.key_since[key]
-            at = (at if at > since else since) + pending * hint.interval
+            at = (at if at > since else since) + pending * readiness.interval
         return at
 
     def ip_estimate(self, ip: str, ip_ready: float, ip_interval: float) -> float:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Union
 
 if TYPE_CHECKING:
-    from scrapy_politeness.downloader.estimates import Hint
+    from scrapy_politeness.downloader.estimates import Readiness
     from scrapy_politeness.scheduler.host_queue import HostQueue
 
 __all__ = ["Entry", "HeapEntry", "HostEntry", "IPGroup", "live", "next_two"]
@@ -24,19 +24,19 @@ class HostEntry:
     its name resolves or while idle), so re-keying it pushes a new entry and the
     old one is skipped. ``group``: the IP group whose heap holds that entry (None:
     the top heap). ``hostname``: the name its requests go to (None: not known
-    yet, or the gate ignores them); ``hint``: the gate's view from its last
+    yet, or the gate ignores them); ``readiness``: the gate's view from its last
     estimate; ``since``: when it last got a request with none queued (its
     estimate is never earlier: hosts that became ready take turns in that
     order, and an estimate does not go stale as time passes)."""
 
-    __slots__ = ("finishing", "group", "hint", "hostname", "key", "queue", "seq", "since")
+    __slots__ = ("finishing", "group", "hostname", "key", "queue", "readiness", "seq", "since")
 
     def __init__(self, key: str, queue: HostQueue) -> None:
         self.key = key
         self.queue = queue
         self.hostname: str | None = None
         self.seq = 0
-        self.hint: Hint | None = None
+        self.readiness: Readiness | None = None
         self.group: IPGroup | None = None
         self.since = 0.0
         self.finishing = False  # served, and down to its last request (see IPGroup)

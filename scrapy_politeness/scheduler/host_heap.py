@@ -67,11 +67,11 @@ class HostHeap:
     def enter(self, host: HostEntry, est: float) -> None:
         """Give ``host`` a (new) live entry at ``est``; older ones become stale.
 
-        It goes to the group of ``host.hint``'s IP bucket, ``est`` being its own
+        It goes to the group of ``host.readiness``'s IP bucket, ``est`` being its own
         part there, or to the top heap when it has none.
         """
-        hint = host.hint
-        ip = None if hint is None else hint.ip
+        readiness = host.readiness
+        ip = None if readiness is None else readiness.ip
         host.seq = seq = next(self._seq)
         old = host.group
         if ip is None:
@@ -136,7 +136,7 @@ class HostHeap:
         """The host to serve, its fresh estimate, and a lower bound of the soonest start.
 
         ``own(host)`` is a host's own part of its estimate (it refreshes
-        ``host.hint``); ``ip_at(ip, spacing)`` when ``ip`` takes one more
+        ``host.readiness``); ``ip_at(ip, spacing)`` when ``ip`` takes one more
         request that adds ``spacing``; ``floor`` the least spacing any request
         adds to an IP. A group is moved by its IP's state alone (one table read)
         while that is past the next entries; otherwise its best host by its own
@@ -158,8 +158,8 @@ class HostHeap:
             if isinstance(entry, HostEntry):  # no IP bucket
                 fresh = own(entry)
                 looked += 1
-                hint = entry.hint
-                if hint is not None and hint.ip is not None:  # resolved since: into its group
+                readiness = entry.readiness
+                if readiness is not None and readiness.ip is not None:  # resolved: to its group
                     heapq.heappop(heap)
                     self.enter(entry, fresh)
                     continue
@@ -208,7 +208,7 @@ class HostHeap:
                 group, sub, cast(HostEntry, top), own, looked)
             if found is None:
                 return None, fresh, looked
-            full = ip_at(group.ip, found.hint.ip_interval)  # type: ignore[union-attr]
+            full = ip_at(group.ip, found.readiness.ip_interval)  # type: ignore[union-attr]
             if fresh_own > full:
                 full = fresh_own
             if full < fresh:
@@ -226,8 +226,8 @@ class HostHeap:
         while True:
             fresh = own(host)
             looked += 1
-            hint = host.hint
-            if hint is None or hint.ip != group.ip:
+            readiness = host.readiness
+            if readiness is None or readiness.ip != group.ip:
                 heapq.heappop(inner)
                 self.enter(host, fresh)
                 return None, fresh, looked
@@ -263,7 +263,7 @@ class HostHeap:
             group.live -= 1
             host.group = None
         host.seq = 0
-        host.hint = None
+        host.readiness = None
         host.finishing = False
         self.idle[host.key] = now
 

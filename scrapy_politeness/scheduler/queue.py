@@ -112,12 +112,12 @@ class PolitenessAwarePriorityQueue:
     def _own(self, host: HostEntry) -> float:
         """The host's own part of its estimate (its IP's part is :meth:`_ip_at`'s),
         never before ``host.since``; the gate's view it came from stays on
-        ``host.hint``."""
+        ``host.readiness``."""
         if host.hostname is None:
             return host.since  # restored from disk and not popped yet, or ignored by the gate
-        hint = host.hint = self._mw.view.hint_for(  # type: ignore[union-attr]  # mw: see callers
+        readiness = host.readiness = self._mw.view.readiness_for(  # type: ignore[union-attr]  # mw: see callers
             host.key, host.hostname)
-        at = self._handed.own_estimate(hint)
+        at = self._handed.own_estimate(readiness)
         return at if at > host.since else host.since
 
     def _ip_at(self, ip: str, spacing: float) -> float:
@@ -247,15 +247,15 @@ class PolitenessAwarePriorityQueue:
         if key == IGNORED:
             return now
         hostname = urlparse_cached(request).hostname
-        hint = host.hint  # from settle's fresh estimate, at this same instant
-        if hint is None or hostname != host.hostname:
-            hint = self._mw.hint(request)  # type: ignore[union-attr]
-            if hint is None:
+        readiness = host.readiness  # from settle's fresh estimate, at this same instant
+        if readiness is None or hostname != host.hostname:
+            readiness = self._mw.readiness(request)  # type: ignore[union-attr]
+            if readiness is None:
                 return now
-        self._handed.add(request, hint.key, hint.ip, now)
-        self._mw.view.handed_out(hint.key, host.since, len(host.queue))  # type: ignore[union-attr]
+        self._handed.add(request, readiness.key, readiness.ip, now)
+        self._mw.view.handed_out(readiness.key, host.since, len(host.queue))  # type: ignore[union-attr]
         host.hostname = hostname
-        return max(self._handed.own_estimate(hint), host.since)
+        return max(self._handed.own_estimate(readiness), host.since)
 
     def next_eligible(self) -> float:
         """When ``pop`` will next hand out a request (``inf`` when empty or resolving)."""

@@ -1,7 +1,7 @@
 -- _late.lua: prepended to late_start.lua and feedback.lua (which folds the late
 -- start its fetch's headers revealed into the same round trip).
 --
--- A booked request started later than its booking covered: move the host and
+-- A booked request started later than its booking allowed for: move the host and
 -- IP buckets to its real start, never backwards, and note the spacing it needs
 -- where bookings made before this news look (recheck.lua).
 -- host: the host hash; ipkey, latekey: the IP's key and late key (nil: no IP).

@@ -1,4 +1,4 @@
--- late_start.lua: a booked request started later than its booking covered
+-- late_start.lua: a booked request started later than its booking allowed for
 -- (_late.lua says what moves).
 --
 -- KEYS[1] host hash   KEYS[2] IP key (optional)   KEYS[3] the IP's late key (with KEYS[2])
