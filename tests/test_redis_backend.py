@@ -190,14 +190,14 @@ async def _pushed_behind(server: RedisServer) -> None:
         assert shared is not None
         interval = max(shared.adaptive, config.floor)
         await asyncio.sleep(second)  # the second booking's time comes: the pause holds it
-        extra = await b.recheck("r", None)
+        extra = await b.wait_before_send("r", None, config)
         # it must not start with the third at the pause's end: behind it instead
         assert extra >= third - second + interval - 0.02
         # the client reports its moved start, as after every pushed recheck ...
         await b.correct_start("r", None, -extra, interval, interval)
         await asyncio.sleep(max(0.0, third - second - 0.01))
         # ... which must not hold back the third booking, now ahead of it
-        assert await b.recheck("r", None) < 0.05
+        assert await b.wait_before_send("r", None, config) < 0.05
     finally:
         await b.close()
 

@@ -211,21 +211,21 @@ async def test_a_script_redis_refuses_is_not_reported_as_unreachable(
     assert "ResponseError" in str(exc)
 
 
-async def _recheck(server: RedisServer) -> None:
+async def _wait_before_send(server: RedisServer) -> None:
     b = backend(server)
     await b.open()
     try:
-        assert await b.recheck("rc2", IP) == 0.0  # nothing reported late: no wait
+        assert await b.wait_before_send("rc2", IP, CONFIG) == 0.0  # nothing reported late: no wait
         await b.reserve("rc1", IP, CONFIG)
         delay, _ = await b.reserve("rc2", IP, CONFIG)  # booked 0.3 s ahead, sleeping
         assert delay >= 0.3 - 0.01
         # Meanwhile rc1's send is found to have left only now (a stalled process):
         await b.correct_start("rc1", IP, 0.0, 0.3, 0.3)
         got = time.monotonic()
-        extra = await b.recheck("rc2", IP)
+        extra = await b.wait_before_send("rc2", IP, CONFIG)
         # Just before its send, rc2 learns it must wait until rc1's real start + 0.3.
         assert time.monotonic() + extra >= got + 0.3 - 0.01
-        assert await b.recheck("other-host", "127.6.0.2") == 0.0
+        assert await b.wait_before_send("other-host", "127.6.0.2", CONFIG) == 0.0
     finally:
         await b.close()
 
@@ -240,7 +240,7 @@ async def _recheck_pause(server: RedisServer) -> None:
         # Meanwhile another process's request got a 429 + Retry-After: 2.
         await b.feedback("rp", Signal(429, retry_after=2.0), CONFIG, 5)
         got = time.monotonic()
-        extra = await b.recheck("rp", IP)
+        extra = await b.wait_before_send("rp", IP, CONFIG)
         # Just before its send, the booking made before the pause waits it out.
         assert time.monotonic() + extra >= got + 2.0 - 0.01
     finally:
@@ -256,7 +256,7 @@ async def test_a_booking_made_before_a_retry_after_pause_waits_for_it(
 @pytest_twisted.ensureDeferred
 async def test_a_booking_made_before_a_late_start_was_reported_waits_for_it(
         redis_server: RedisServer) -> None:
-    await aio(_recheck(redis_server))
+    await aio(_wait_before_send(redis_server))
 
 
 # -- a booking that cannot be rechecked in hold mode is booked again ----------------------

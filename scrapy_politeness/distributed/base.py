@@ -67,7 +67,8 @@ class SharedBackend(Protocol):
                             interval: float, ip_spacing: float) -> None:
         """Move the shared buckets to a start later than its booking allowed for."""
 
-    async def recheck(self, key: str, ip: str | None, *, slip: float = 0.0) -> float | None:
+    async def wait_before_send(self, key: str, ip: str | None, config: Config, *,
+                               slip: float = 0.0) -> float | None:
         """Seconds a booked request must still wait for a late start reported
         after its booking or a pause learnt since (0 when none); pushed, it
         goes behind any booking made after it. ``slip``: how late after now

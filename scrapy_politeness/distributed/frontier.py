@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -44,6 +43,7 @@ from scrapy_politeness.distributed.booking import BOOKED_META, LEAD
 from scrapy_politeness.distributed.frontier_feed import StartFeed
 from scrapy_politeness.distributed.frontier_leases import LEASE_META, Leases
 from scrapy_politeness.distributed.frontier_routes import HostRoutes
+from scrapy_politeness.distributed.lua_source import lua_source
 from scrapy_politeness.scheduler.handed_out import gate_of
 from scrapy_politeness.scheduler.queue import clock
 from scrapy_politeness.scrapy_internals import wake_engine
@@ -70,12 +70,6 @@ _CLAIM = 0.2
 _MAX_IDLE = 2.0  # the longest a process waits to ask again while hosts are queued
 _IDLE_MARGIN = 60.0  # the Redis backend's default: booked keys outlive their wait by this
 _STATS = "politeness/frontier/"
-
-
-def _script_source(name: str) -> str:
-    lua = files("scrapy_politeness.distributed").joinpath("lua")
-    return "".join(lua.joinpath(part).read_text(encoding="utf-8")
-                   for part in ("_host.lua", "_frontier.lua", name))
 
 
 def _text(raw: Any) -> str:
@@ -112,8 +106,9 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._config_args = [config.default, config.floor, config.ceiling, config.ip_floor,
                              settings.send_margin, idle]
         self.pid = uuid.uuid4().hex
-        self._scripts = {name: server.register_script(_script_source(f"frontier_{name}.lua"))
-                         for name in ("push", "pop", "ip", "release", "clear")}
+        self._scripts = {
+            name: server.register_script(lua_source(f"frontier_{name}.lua", "_frontier.lua"))
+            for name in ("push", "pop", "ip", "release", "clear")}
         self._leases = Leases(crawler)
         self._feed = StartFeed(spider, self.stats)
         self._routes = HostRoutes(self._mw, send=self._share_ip, resolved=self._resolved)

@@ -21,10 +21,10 @@ import asyncio
 import logging
 import uuid
 from dataclasses import replace
-from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 from scrapy_politeness.distributed.base import LateStart, SharedHost
+from scrapy_politeness.distributed.lua_source import lua_source
 from scrapy_politeness.distributed.redaction import redact_url, secrets_of
 from scrapy_politeness.distributed.redis_connection import BackendError, BackendUnavailable
 from scrapy_politeness.distributed.redis_reseed import _is_zero_ip, _RedisReseed
@@ -48,19 +48,15 @@ _RECOVERY_CONSTANTS = (_recovery.SHRINK, _recovery.CONFIRM, _recovery.PATIENCE,
                        _recovery.ROUND_BELIEF)
 
 
-_SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start", "recheck")
+_SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start", "wait_before_send")
 
 
-_PRELUDES = {"reserve.lua": ("_host.lua",), "feedback.lua": ("_host.lua", "_late.lua"),
-             "late_start.lua": ("_host.lua", "_late.lua")}
+_LATE = {"feedback.lua", "late_start.lua"}  # fold a late start in: _late_start.lua
 
 
 def _script(name: str) -> str:
-    """A script's source after its shared preludes (the host hash layout and
-    clamp, the late-start step), so each exists once."""
-    lua = files("scrapy_politeness.distributed").joinpath("lua")
-    return "".join(lua.joinpath(part).read_text(encoding="utf-8")
-                   for part in (*_PRELUDES.get(name, ()), name))
+    """A script's source after its shared fragments (``lua.source``)."""
+    return lua_source(name, "_late_start.lua") if name in _LATE else lua_source(name)
 
 
 def _f(raw: Any) -> float:
@@ -241,7 +237,8 @@ class RedisBackend(_RedisReseed):
         except BackendUnavailable:
             logger.debug("politeness: late start of %s not shared (Redis down)", key)
 
-    async def recheck(self, key: str, ip: str | None, *, slip: float = 0.0) -> float | None:
+    async def wait_before_send(self, key: str, ip: str | None, config: Config, *,
+                               slip: float = 0.0) -> float | None:
         """Seconds a request booked earlier must still wait, just before its
         send, for a late start reported since (``correct_start``) or a
         Retry-After pause another process learnt since; 0 if none. Redis
@@ -252,7 +249,8 @@ class RedisBackend(_RedisReseed):
         if not _is_zero_ip(ip):
             keys.append(self._key("late", ip))
         try:
-            reply: Any = await self._run("recheck", keys, [self.margin, slip])
+            reply: Any = await self._run("wait_before_send", keys, [
+                self.margin, slip, config.default, config.floor, config.ceiling])
         except BackendUnavailable:
             return None if self.on_loss == "hold" else 0.0
         return _f(reply)

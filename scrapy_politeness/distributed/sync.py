@@ -122,7 +122,7 @@ class SharedSync:
                 self.stats.inc_value("politeness/shared/waits")
                 await asyncio.sleep(delay)
                 if delay > STALL:  # booked ahead: a start reported late since may come first
-                    rechecked = await self._recheck(booking, state, loop, slip)
+                    rechecked = await self._wait_before_send(booking, state, loop, slip)
                     if rechecked is None:
                         # Redis was lost meanwhile (hold): a late start another process
                         # could not report may have overtaken the booking. Book again
@@ -133,11 +133,12 @@ class SharedSync:
                 self.slip.spend_at_send(booking, loop.time())
             return booking, slip - rtt
 
-    async def _recheck(self, release: Release[Any], state: HostState,
+    async def _wait_before_send(self, release: Release[Any], state: HostState,
                        loop: asyncio.AbstractEventLoop, slip: float) -> Release[Any] | None:
         """The release after the wait a late start or pause reported since its
         booking asks for; None when Redis cannot say (lost, in hold mode)."""
-        extra = await self.backend.recheck(release.key, release.ip, slip=slip)
+        extra = await self.backend.wait_before_send(release.key, release.ip, state.config,
+                                                    slip=slip)
         if extra is None:
             return None
         if extra <= 0:

@@ -1,4 +1,5 @@
--- _frontier.lua: prepended (after _host.lua) to the frontier_*.lua scripts.
+-- _frontier.lua: prepended (after _host.lua and _eligibility.lua) to the
+-- frontier_*.lua scripts.
 --
 -- The frontier's keys, all under the scrapy-redis queue key P:
 --   P:q:<host key>   ZSET of requests: score -priority, member 16 hex digits of a
@@ -15,11 +16,6 @@
 --   P:claim:<bucket> "pid until" (bucket: IP, or host key without one): the process
 --                    that comes for the bucket's next instant (frontier_pop.lua);
 --                    expires when the claim lapses, so claims never outgrow the working set
-
-local function now_of_server()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
 
 -- The bucket a host's starts queue on: its IP (``ip``, read from P:ip:<key>) if
 -- known, else the host key.

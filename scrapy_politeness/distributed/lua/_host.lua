@@ -1,5 +1,5 @@
--- _host.lua: prepended to reserve.lua and feedback.lua when they are loaded,
--- so the clamp and the host hash layout exist once.
+-- _host.lua: prepended to every script when it is loaded (lua_source.py), so
+-- the clamp and the host hash layout exist once.
 
 -- Config.host_interval: clamp into [max(floor, crawl_delay), ceiling]; a
 -- crawl-delay above the ceiling wins.

@@ -17,8 +17,7 @@
 --       started_ago interval ip_spacing): it is applied first, as it happened first
 -- Returns: {adaptive, crawl_delay, not_before_in, latency, streak, dead,
 --           fail_at, good_at, healthy_run, fail_cost}
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local now = server_now()
 local status = tonumber(ARGV[1])
 local retry_after = tonumber(ARGV[2])
 local latency = tonumber(ARGV[3])
@@ -195,14 +194,9 @@ if dead == 0 and streak >= dead_after then dead = 1 end
 redis.call('HSET', KEYS[1], 'adaptive', fmt(adaptive), 'not_before', fmt(not_before),
            'latency', fmt(prev), 'streak', streak, 'dead', dead,
            'fail_at', fmt(fail_at), 'good_at', fmt(good_at), 'run', run, 'cost', fmt(cost))
-local keep = ceiling
-if crawl_delay > keep then keep = crawl_delay end
-if not_before - now > keep then keep = not_before - now end
-if last_start then
-  local busy = last_start + clamp(adaptive, crawl_delay) - now
-  if busy > keep then keep = busy end
-end
-redis.call('PEXPIRE', KEYS[1], math.ceil((keep + idle) * 1000))
+local nxt = nil
+if last_start then nxt = last_start + clamp(adaptive, crawl_delay) end
+keep_host(KEYS[1], nxt, crawl_delay, not_before, ceiling, now, idle)
 
 local nb_in = not_before - now
 if nb_in < 0 then nb_in = 0 end

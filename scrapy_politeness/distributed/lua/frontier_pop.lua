@@ -3,8 +3,8 @@
 --
 -- Several processes pop concurrently; as each pick and its booking are one
 -- script, no two processes can hand out starts the budget cannot take. The
--- host and IP instants are reserve.lua's: last_start + interval + margin,
--- not_before + margin, the IP key + margin; server clock only.
+-- host and IP instants, and what a start spends, are reserve.lua's: one rule,
+-- in _eligibility.lua; server clock only.
 --
 -- ARGV: P NS pid lease picks default floor ceiling ip_floor margin idle looks lead
 --       slip claim ip_ttl n_acks acks... n_ips (host_key ip)... [ip_model]
@@ -34,7 +34,7 @@
 -- without one), or handed a request from it, claims the bucket's next instant;
 -- the others pass over its hosts until the claim lapses (its instant + claim),
 -- so a claimant that does not come back (busy, dead) delays nobody for long.
-local now = now_of_server()
+local now = server_now()
 local P, NS, pid = ARGV[1], ARGV[2], ARGV[3]
 local lease, picks = tonumber(ARGV[4]), tonumber(ARGV[5])
 local default, floor, ceiling = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -145,15 +145,12 @@ while tries < looks and rank < 4 * looks do
         hkey = NS .. ':host:' .. key
         adaptive, crawl_delay, last_start, not_before = read_host(hkey, d)
         interval = host_clamp(adaptive, crawl_delay, f, c)
-        if last_start and last_start + interval + margin > ready then
-          ready = last_start + interval + margin
-        end
-        if not_before > 0 and not_before + margin > ready then ready = not_before + margin end
+        ready = host_ready(now, last_start, interval, not_before, margin)
         ip = ip_of(key)  -- false: nobody resolved it yet
         if ip and ip ~= '' then
           ipkey = NS .. ':ip:' .. ip
           ip_next = tonumber(redis.call('GET', ipkey))
-          if ip_next and ip_next + margin > ready then ready = ip_next + margin end
+          ready = held_until(ready, ip_next, margin)
         end
       end
       if ready > now + lead then
@@ -163,36 +160,26 @@ while tries < looks and rank < 4 * looks do
         redis.call('ZREM', q, member)
         local start = ready
         local sent = start + slip  -- spent where the bytes are expected to leave
-        if hkey then  -- book both buckets exactly as reserve.lua does
-          redis.call('HSET', hkey, 'last_start', fmt(sent))
-          local keep = c
-          if crawl_delay > keep then keep = crawl_delay end
-          if not_before - now > keep then keep = not_before - now end
-          if sent + interval - now > keep then keep = sent + interval - now end
-          redis.call('PEXPIRE', hkey, math.ceil((keep + idle) * 1000))
-          local horizon = sent + interval
+        if hkey then  -- book both buckets as reserve.lua does (_eligibility.lua)
+          local horizon = spend_host(hkey, sent, interval, crawl_delay, not_before, c, now, idle)
           if ipkey then
-            local spacing = ip_floor
-            if not decoupled then spacing = host_clamp(adaptive, 0, f, c) end
-            if ip_floor > spacing then spacing = ip_floor end
-            local nxt = sent + spacing
-            if not ip_next or nxt > ip_next then
-              redis.call('SET', ipkey, fmt(nxt), 'PX', math.ceil((nxt - now + idle) * 1000))
-            end
+            local own = nil  -- decoupled: the IP's own interval, its floor before any evidence
+            if decoupled then own = ip_floor end
+            local nxt = sent + ip_spacing(own, adaptive, f, c, ip_floor)
+            spend_ip(ipkey, ip_next, nxt, now, idle)
             if nxt > horizon then horizon = nxt end
           end
-          local want = math.ceil((horizon - now + idle) * 1000)
-          if redis.call('PTTL', ns) < want then redis.call('PEXPIRE', ns, want) end
+          keep_at_least(ns, horizon - now + idle)
         end
         if redis.call('EXISTS', q) == 1 then
-          redis.call('ZADD', hosts, sent + interval + margin, key)
-          claim(bucket, sent + interval + margin)  -- we come back for it (next_in)
+          local next_at = host_ready(now, sent, interval, not_before, margin)
+          redis.call('ZADD', hosts, next_at, key)
+          claim(bucket, next_at)  -- we come back for it (next_in)
         else
           redis.call('ZREM', hosts, key)
           redis.call('HDEL', P .. ':cfg', key)  -- pushed again: the push writes it again
           if ipkey then  -- the IP's next start, whichever host of ours it is for
-            local ip_at = tonumber(redis.call('GET', ipkey)) or sent
-            claim(bucket, ip_at + margin)
+            claim(bucket, held_until(now, tonumber(redis.call('GET', ipkey)) or sent, margin))
           else
             redis.call('DEL', claims .. bucket)
           end

@@ -5,7 +5,7 @@
 --   hold: how long a host whose IP nobody has written yet waits for it
 --   cfg: "default floor ceiling" when POLITENESS_HOSTS overrides the host, else ''
 -- Returns the queued count.
-local now = now_of_server()
+local now = server_now()
 local P, key, ip = ARGV[1], ARGV[4], ARGV[5]
 local seq = redis.call('INCR', P .. ':seq')
 redis.call('ZADD', P .. ':q:' .. key, -tonumber(ARGV[3]), string.format('%016x', seq) .. ARGV[2])

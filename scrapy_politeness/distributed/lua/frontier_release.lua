@@ -1,7 +1,7 @@
 -- frontier_release.lua: a process closes: its finished requests' leases end and
 -- whatever it still holds goes back to the queue for the others.
 -- ARGV: P pid n_acks acks...
-local now = now_of_server()
+local now = server_now()
 local P, pid, n_acks = ARGV[1], ARGV[2], tonumber(ARGV[3])
 if n_acks > 0 then
   local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 4, 3 + n_acks))
