@@ -32,7 +32,7 @@ from scrapy_politeness.distributed.sync import SharedSync
 from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.crawl_delays import CrawlDelays
 from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
-from scrapy_politeness.downloader.estimates import NETWORK_SCHEMES, GateView, Readiness
+from scrapy_politeness.downloader.estimates import NETWORK_SCHEMES, Readiness, RequestBuckets
 from scrapy_politeness.downloader.failure_kinds import log_dns_errors_on_one_line
 from scrapy_politeness.downloader.feedback import Outcomes
 from scrapy_politeness.downloader.gate_driver import GateDriver, Waiter
@@ -95,9 +95,9 @@ class PolitenessMiddleware:
         self.slip.on_earlier = self.driver.retime
         self.observer = Observer(settings, self.stats, self.hosts)
         self.dropped = DroppedHosts(self.hosts, self.driver, self.observer, self.stats)
-        self.view = GateView(settings, self.gate.eligibility, self.dns, self.keys,
+        self.buckets = RequestBuckets(settings, self.gate.eligibility, self.dns, self.keys,
                              stats=self.stats)
-        self.readiness = self.view.readiness  # what the scheduler queue asks
+        self.readiness = self.buckets.readiness  # what the scheduler queue asks
         bot = crawler.settings.get("BOT_NAME") or "scrapy"
         backend = make_backend(
             settings.backend, namespace=settings.namespace or f"politeness:{bot}",
@@ -169,13 +169,13 @@ class PolitenessMiddleware:
         if parsed.scheme not in NETWORK_SCHEMES or not parsed.hostname:
             return
         hostname = parsed.hostname
-        key = self.view.request_key(request, hostname)
+        key = self.buckets.request_key(request, hostname)
         if key is None:
-            return await self.view.resolve_only(hostname)
+            return await self.buckets.resolve_only(hostname)
         loop = self.driver.loop
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
-        ip = await self.view.address(hostname, key, loop, self.dropped.check,
+        ip = await self.buckets.address(hostname, key, loop, self.dropped.check,
                                      ask_again="retry_times" in request.meta,
                                      proxied=is_proxied(request))
         submitted = loop.time()

@@ -156,7 +156,7 @@ async def test_a_failing_name_never_waits_in_the_gate(farm: Farm, name: str,
     clock = Clock()
     mw = _middleware(farm, POLITENESS_DNS_NEGATIVE_TTL=30.0)
     host, port = farm.dns.rsplit(":", 1)
-    mw.dns = mw.view.dns = DnsCache(nameservers=((host, int(port)),), timeout=1.0,
+    mw.dns = mw.buckets.dns = DnsCache(nameservers=((host, int(port)),), timeout=1.0,
                                     negative_ttl=30.0, hosts_file=None, clock=clock)
     loop = mw.loop = asyncio.get_running_loop()
     # The name's bucket is busy for 30 s: a request that reached the gate would wait.

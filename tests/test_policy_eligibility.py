@@ -43,7 +43,7 @@ def test_the_gate_releases_exactly_when_the_queue_estimates(mw: PolitenessMiddle
     """Random host and IP states: the readiness the scheduler queue reads for a
     host says when the gate lets its request go, to the instant."""
     rng = random.Random(7)
-    gate, view = mw.gate, mw.view
+    gate, buckets = mw.gate, mw.buckets
     gate.eligibility.margin = 0.01  # a send margin pads both buckets
     for trial in range(200):
         host = f"h{trial}.test"
@@ -56,7 +56,7 @@ def test_the_gate_releases_exactly_when_the_queue_estimates(mw: PolitenessMiddle
             state.not_before = now + rng.uniform(-1.0, 3.0)
         if rng.random() < 0.5:
             mw.ips.spend(ip, now - rng.uniform(0.0, 2.0), rng.uniform(0.1, 2.0))
-        readiness = view.readiness_for(host, host)
+        readiness = buckets.readiness_for(host, host)
         expected = max(readiness.host_ready, readiness.ip_ready, now)
         gate.submit(host, readiness.ip, trial, now)
         if expected > now:

@@ -65,7 +65,7 @@ def mw() -> PolitenessMiddleware:
         return None if found is DnsCache.MISS else found
 
     middleware.dns.lookup = lookup  # type: ignore[method-assign]
-    middleware.view.routes.carries = lambda hostname: True  # type: ignore[method-assign]
+    middleware.buckets.routes.carries = lambda hostname: True  # type: ignore[method-assign]
     middleware.crawler._test_middlewares = [middleware]  # type: ignore[attr-defined]
     return middleware
 
@@ -385,14 +385,14 @@ def test_many_hosts_cost_few_gate_lookups_per_pop(
         q.push(Request(url(f"h{i}.test")))
         q.push(Request(url(f"h{i}.test", 1)))
     calls = 0
-    real_readiness = mw.view.readiness_for  # what mw.readiness asks too
+    real_readiness = mw.buckets.readiness_for  # what mw.readiness asks too
 
     def counting_readiness(key: str, hostname: str) -> Any:
         nonlocal calls
         calls += 1
         return real_readiness(key, hostname)
 
-    monkeypatch.setattr(mw.view, "readiness_for", counting_readiness)
+    monkeypatch.setattr(mw.buckets, "readiness_for", counting_readiness)
     for _ in range(2 * n):
         assert take(q) is not None
         clock.now += 0.001
@@ -668,14 +668,14 @@ def test_hosts_behind_a_busy_ip_cost_no_gate_lookups_each(
         on_ip(mw, host, ip)
         q.push(Request(url(host)))
     calls = 0
-    real_readiness = mw.view.readiness_for
+    real_readiness = mw.buckets.readiness_for
 
     def counting_readiness(key: str, hostname: str) -> Any:
         nonlocal calls
         calls += 1
         return real_readiness(key, hostname)
 
-    monkeypatch.setattr(mw.view, "readiness_for", counting_readiness)
+    monkeypatch.setattr(mw.buckets, "readiness_for", counting_readiness)
     starts: dict[str, list[float]] = {}
     for _ in range(len(hosts)):
         r = take(q)
@@ -718,7 +718,7 @@ def test_a_name_that_fails_is_handed_out_at_once(mw: PolitenessMiddleware, clock
     """A name known not to resolve (and no proxy to carry it) fails in the
     middleware at once: the queue hands all its requests out now, not one per
     host interval (they held a crawl open for their host's pace)."""
-    mw.view.routes.carries = lambda hostname: hostname == "internal.test"  # type: ignore[method-assign]
+    mw.buckets.routes.carries = lambda hostname: hostname == "internal.test"  # type: ignore[method-assign]
     q = _queue(mw.crawler)
     for n in range(5):
         q.push(Request(url("nx.test", n)))
@@ -759,7 +759,7 @@ def test_a_parked_hosts_requests_are_handed_out_at_once(
         mw: PolitenessMiddleware, clock: Clock) -> None:
     """A host parked (a Retry-After above the limit) has its requests dropped by
     the middleware: the queue hands them out now, not one per interval."""
-    mw.view.now = clock  # type: ignore[method-assign]
+    mw.buckets.now = clock  # type: ignore[method-assign]
     on_ip(mw, "parked.test", "127.0.9.1")
     q = _queue(mw.crawler)
     for n in range(4):

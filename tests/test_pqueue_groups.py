@@ -34,7 +34,7 @@ def serve(mw: PolitenessMiddleware, q: PolitenessAwarePriorityQueue, clock: Cloc
 def counting(mw: PolitenessMiddleware, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Count the gate's look-ups and IP table reads the queue makes."""
     calls = {"readiness_for": 0, "ip_ready": 0}
-    owners = {"readiness_for": mw.view, "ip_ready": Eligibility}  # slotted: patch its class
+    owners = {"readiness_for": mw.buckets, "ip_ready": Eligibility}  # slotted: patch its class
     for name, owner in owners.items():
         real = getattr(owner, name)
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from scrapy_politeness.policy.eligibility import Eligibility
     from scrapy_politeness.settings import PolitenessSettings
 
-__all__ = ["IGNORED", "NETWORK_SCHEMES", "GateView", "Readiness"]
+__all__ = ["IGNORED", "NETWORK_SCHEMES", "Readiness", "RequestBuckets"]
 
 NETWORK_SCHEMES = frozenset(("http", "https"))
 IGNORED = ""  # the queue's key for requests the gate ignores (data:, file:, no host)
@@ -62,8 +62,8 @@ def loop_now() -> float:
         return time.monotonic()
 
 
-class GateView:
-    """Keys, addresses and the gate's view of a request, for one crawler."""
+class RequestBuckets:
+    """Which buckets a request belongs to (host key, IP) and when they are ready."""
 
     def __init__(self, settings: PolitenessSettings, eligibility: Eligibility,
                  dns: DnsCache, keys: HostKeys, *, stats: StatsCollector) -> None:

@@ -115,14 +115,14 @@ class PolitenessAwarePriorityQueue:
         ``host.readiness``."""
         if host.hostname is None:
             return host.since  # restored from disk and not popped yet, or ignored by the gate
-        readiness = host.readiness = self._mw.view.readiness_for(  # type: ignore[union-attr]  # mw: see callers
+        readiness = host.readiness = self._mw.buckets.readiness_for(  # type: ignore[union-attr]  # mw: see callers
             host.key, host.hostname)
         at = self._handed.own_estimate(readiness)
         return at if at > host.since else host.since
 
     def _ip_at(self, ip: str, spacing: float) -> float:
         """When ``ip`` would take one more request adding ``spacing``: one IP table read."""
-        ready = self._mw.view.eligibility.ip_ready(ip)  # type: ignore[union-attr]
+        ready = self._mw.buckets.eligibility.ip_ready(ip)  # type: ignore[union-attr]
         return self._handed.ip_estimate(ip, ready, spacing)
 
     def _settle(self, now: float) -> tuple[str | None, float, float]:
@@ -143,7 +143,7 @@ class PolitenessAwarePriorityQueue:
     def _host_key(self, request: Request) -> str:
         if self._mw is None:
             return urlparse_cached(request).hostname or IGNORED
-        return self._mw.view.queue_key(request)
+        return self._mw.buckets.queue_key(request)
 
     def _woke(self, expected: float) -> None:
         """A late wake-up reveals a loop stall, as a late gate timer."""
@@ -253,7 +253,7 @@ class PolitenessAwarePriorityQueue:
             if readiness is None:
                 return now
         self._handed.add(request, readiness.key, readiness.ip, now)
-        self._mw.view.handed_out(readiness.key, host.since, len(host.queue))  # type: ignore[union-attr]
+        self._mw.buckets.handed_out(readiness.key, host.since, len(host.queue))  # type: ignore[union-attr]
         host.hostname = hostname
         return max(self._handed.own_estimate(readiness), host.since)
 
