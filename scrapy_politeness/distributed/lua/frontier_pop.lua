@@ -182,7 +182,13 @@ while tries < looks and rank < 4 * looks do
         end
       end
       if ready > now + lead then
-        redis.call('ZADD', hosts, ready, key)  -- not yet: re-file it at its real instant
+        -- not yet: re-file it at its real instant. Hosts held by one IP tie there
+        -- (and a tie goes by name, the same host last each time): the one with
+        -- more queued goes first (at most 1 ms sooner, a lower bound still), so
+        -- no host is left alone at the end at its own pace while its IP idles.
+        local n = redis.call('ZCARD', q)
+        if n > 100 then n = 100 end
+        redis.call('ZADD', hosts, ready - 1e-5 * n, key)
       else
         local member, score = head[1], head[2]
         redis.call('ZREM', q, member)
