@@ -16,6 +16,8 @@
 --   P:claim:<bucket> "pid until" (bucket: IP, or host key without one): the process
 --                    that comes for the bucket's next instant (frontier_pop.lua);
 --                    expires when the claim lapses, so claims never outgrow the working set
+--   P:served         ZSET live process id -> requests handed out to it (who takes a
+--                    claim over: frontier_pop.lua); a process leaves it with its leases
 
 -- The bucket a host's starts queue on: its IP (``ip``, read from P:ip:<key>) if
 -- known, else the host key.
@@ -49,6 +51,7 @@ local function requeue(P, pid, now)
   end
   redis.call('DEL', lk)
   redis.call('ZREM', P .. ':procs', pid)
+  redis.call('ZREM', P .. ':served', pid)
   if n > 0 then
     redis.call('INCRBY', P .. ':len', n)
     redis.call('DECRBY', P .. ':leased', n)

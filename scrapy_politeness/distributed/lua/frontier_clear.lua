@@ -13,5 +13,6 @@ until cursor == '0'
 for _, pid in ipairs(redis.call('ZRANGE', P .. ':procs', 0, -1)) do
   redis.call('DEL', P .. ':lease:' .. pid)
 end
-redis.call('DEL', P .. ':hosts', P .. ':cfg', P .. ':len', P .. ':leased', P .. ':procs')
+redis.call('DEL', P .. ':hosts', P .. ':cfg', P .. ':len', P .. ':leased', P .. ':procs',
+           P .. ':served')
 return 1

@@ -16,7 +16,7 @@
 --         (reserve.lua's slip): both buckets are spent at start + slip
 --   claim: how long past its instant a claim holds (0: no claims; see below);
 --          negative: this process was starved by claims (its last pop was
---          'claimed'): it passes over no claim of another and makes its own
+--          'claimed'): it takes over the claim of any process served more
 --   acks: request ids this process finished (their leases end)
 --   ips: hosts this process resolved since its last pop (share_ip, ip_ttl s): the
 --        news rides on the pop instead of a round trip of its own
@@ -34,6 +34,11 @@
 -- without one), or handed a request from it, claims the bucket's next instant;
 -- the others pass over its hosts until the claim lapses (its instant + claim),
 -- so a claimant that does not come back (busy, dead) delays nobody for long.
+-- A claim renewed by each hand-out would keep a bucket with the process that
+-- served it first: P:served counts each live process's hand-outs, and a process
+-- TAKE behind a claimant (1 if starved) takes its claim over, told to come at
+-- the claimed instant: the claimant comes too and passes over it, one round
+-- trip per take-over, and the buckets spread by pages served, not by who began.
 local now = server_now()
 local P, NS, pid = ARGV[1], ARGV[2], ARGV[3]
 local lease, picks = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -41,8 +46,9 @@ local default, floor, ceiling = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(A
 local ip_floor, margin, idle = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local looks, lead, slip = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
 local grace, ip_ttl, n_acks = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
-local steal = grace < 0
-if steal then grace = -grace end
+local TAKE = 3  -- hand-outs behind a claimant before taking its claim over
+local take = TAKE
+if grace < 0 then grace, take = -grace, 1 end
 
 reclaim_dead(P, now)  -- before our own heartbeat: never reclaim ourselves
 redis.call('ZADD', P .. ':procs', now + lease, pid)
@@ -63,7 +69,13 @@ local ns = NS .. ':ns'
 local hold = tonumber(redis.call('HGET', ns, 'hold')) or 0
 if hold > now then return {'wait', fmt(hold - now)} end
 
-local hosts, claims = P .. ':hosts', P .. ':claim:'
+local hosts, claims, served = P .. ':hosts', P .. ':claim:', P .. ':served'
+-- A process joins at the least served live one's count: from then on it is even.
+local mine = tonumber(redis.call('ZSCORE', served, pid))
+if not mine then
+  mine = tonumber(redis.call('ZRANGE', served, 0, 0, 'WITHSCORES')[2]) or 0
+  redis.call('ZADD', served, mine, pid)
+end
 
 -- P:ip:<key> (false: nobody resolved it yet), read once per call: the scans
 -- below look at the same hosts again.
@@ -81,14 +93,27 @@ local function bucket_of(key)
   return bucket_for(key, ip_of(key))
 end
 
--- When another process's live claim on ``bucket`` lapses; nil if free or ours.
-local function claimed(bucket)
-  if grace <= 0 or steal then return nil end
+local ahead = {}  -- owner -> served ``take`` or more hand-outs than this process
+local function is_ahead(owner)
+  local a = ahead[owner]
+  if a == nil then
+    local n = tonumber(redis.call('ZSCORE', served, owner))
+    a = not n or n >= mine + take  -- not live: its claim is nobody's
+    ahead[owner] = a
+  end
+  return a
+end
+
+-- When another process's live claim on ``bucket`` lapses; nil if free or ours
+-- (or, ``taking``, the claimant's to take over: see the top).
+local function claimed(bucket, taking)
+  if grace <= 0 then return nil end
   local c = redis.call('GET', claims .. bucket)
   if not c then return nil end
   local owner, untl = string.match(c, '(%S+) (%S+)')
   untl = tonumber(untl)
   if owner == pid or untl <= now then return nil end
+  if taking and is_ahead(owner) then return nil end
   return untl
 end
 
@@ -120,7 +145,7 @@ while tries < looks and rank < 4 * looks do
   local key, at = top[1], tonumber(top[2])
   local q = P .. ':q:' .. key
   local bucket = bucket_of(key)
-  if claimed(bucket) then
+  if claimed(bucket, true) then
     rank, tries = rank + 1, tries - 1  -- another process comes for it: look further
   elseif at > now + lead then
     claim(bucket, at)
@@ -154,7 +179,13 @@ while tries < looks and rank < 4 * looks do
         end
       end
       if ready > now + lead then
-        redis.call('ZADD', hosts, ready, key)  -- not yet: re-file it at its real instant
+        -- not yet: re-file it at its real instant. Hosts held by one IP tie there
+        -- (and a tie goes by name, the same host last each time): the one with
+        -- more queued goes first (at most 1 ms sooner, a lower bound still), so
+        -- no host is left alone at the end at its own pace while its IP idles.
+        local n = redis.call('ZCARD', q)
+        if n > 100 then n = 100 end
+        redis.call('ZADD', hosts, ready - 1e-5 * n, key)
       else
         local member, score = head[1], head[2]
         redis.call('ZREM', q, member)
@@ -188,6 +219,7 @@ while tries < looks and rank < 4 * looks do
         redis.call('HSET', P .. ':lease:' .. pid, id, cmsgpack.pack({key, score, member, cfg or ''}))
         redis.call('DECR', P .. ':len')
         redis.call('INCR', P .. ':leased')
+        redis.call('ZINCRBY', served, 1, pid)
         local booked = 0  -- no IP bucket; 1: the IP booked; 2: IP unknown, host only
         if ipkey then booked = 1 elseif not ip then booked = 2 end
         -- when to ask next (-1: nothing queued), so the engine's immediate next
