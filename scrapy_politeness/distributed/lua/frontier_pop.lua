@@ -124,7 +124,8 @@ local function claim(bucket, at)
   redis.call('SET', claims .. bucket, pid .. ' ' .. fmt(at + grace), 'PX', ms)
 end
 
--- The host due first in the index not claimed by another process, and when
+-- The host due first in the index not claimed by another process (nor one to
+-- take over), and when
 -- (nil, lapse: none; lapse nil when nothing is queued at all). ``bkt``/``bkt_at``:
 -- a bucket just booked and its next instant, which its other hosts' index
 -- entries (lower bounds) do not know yet: next_in from those would be a pop
@@ -136,7 +137,7 @@ local function first_free(bkt, bkt_at)
     local at = tonumber(rows[i + 1])
     if best and at >= best_at then break end
     local b = bucket_of(rows[i])
-    local other = claimed(b)
+    local other = claimed(b, true)
     if other then
       if not lapse or other < lapse then lapse = other end
     else
