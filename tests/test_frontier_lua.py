@@ -390,7 +390,8 @@ def test_next_in_of_a_host_not_resolved_yet(redis_server: RedisServer) -> None:
     f.push("a.test", "r1", ip="?", hold=0.0)
     f.push("a.test", "r2", ip="?", hold=0.0)
     reply = f.pop("p1")
-    assert reply[:2] == ["req", "r1"] and reply[4] == 2, reply
+    assert reply[:2] == ["req", "r1"]
+    assert reply[4] == 2, reply
     assert 0 < float(reply[6]) <= INTERVAL + MARGIN
 
 
