@@ -194,10 +194,10 @@ def test_default_batch_every_process_works(farm_factory: Any, redis_server: Redi
     """The shipped RedisSpider with its default batch (CONCURRENT_REQUESTS = 4 here),
     half the URLs pushed before the crawl and half during it: a process whose
     queued hosts all wait reads the start URLs itself (scrapy-redis reads them only
-    when a process idles), and one starved by the others' claims passes over them
-    on its next pop, so every process fetches pages (before: one fetched them all).
-    The issue's target, a fifth each, is not met yet: about 11-13 % for the two
-    that came second."""
+    when a process idles), and a process that was handed fewer requests than a
+    claimant takes its claim over, so the buckets do not stay with the process
+    that served them first: a fifth of the pages each, or close (counted by the
+    pages each process fetched; a sixth leaves room for a noisy machine)."""
     farm = farm_factory(BROAD)
     urls = [farm.url(h, f"/p/{n}") for n in range(8) for h in BROAD["hosts"]]
     seed(redis_server.url, urls[:48])
@@ -214,4 +214,5 @@ def test_default_batch_every_process_works(farm_factory: Any, redis_server: Redi
     arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
     assert count_violations(arrivals) == (0, 0), describe_violations(arrivals)
     per_process = [_stat([log], "frontier/popped") for log in fleet.logs]
-    assert min(per_process) * 20 >= len(urls), per_process  # at least 5 % each
+    assert sum(per_process) == len(urls), per_process
+    assert min(per_process) * 6 >= len(urls), per_process  # at least 16 of the 96 each

@@ -371,3 +371,41 @@ def test_redis_keys_once_idle_do_not_grow_with_the_hosts(redis_server: RedisServ
     keys_small = sorted(f.r.keys())
     assert _crawl_hosts(f, 20000) == small, (keys_small, sorted(f.r.keys())[:20])
     assert small <= 3, keys_small  # P:seq, P:len, P:leased
+
+
+def test_next_in_counts_the_ip_just_booked(redis_server: RedisServer) -> None:
+    """Two hosts on one IP: after a hand-out the other host waits for the IP's
+    next start, so the reply says when (not 0: a pop that would find nothing)."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("b.test", "r2")
+    reply = f.pop("p1")
+    assert reply[:2] == ["req", "r1"]
+    assert IP_FLOOR - 0.05 < float(reply[6]) <= IP_FLOOR + MARGIN
+
+
+def test_next_in_of_a_host_not_resolved_yet(redis_server: RedisServer) -> None:
+    """Its bucket is the host key, with no IP instant: next_in from the host's own."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1", ip="?", hold=0.0)
+    f.push("a.test", "r2", ip="?", hold=0.0)
+    reply = f.pop("p1")
+    assert reply[:2] == ["req", "r1"]
+    assert reply[4] == 2, reply
+    assert 0 < float(reply[6]) <= INTERVAL + MARGIN
+
+
+def test_a_process_served_less_takes_a_claim_over(redis_server: RedisServer) -> None:
+    """p1 was handed 3 more requests than p2: p2 takes the claim on the IP's next
+    instant over (told to wait for it); p1, coming for it, passes over it."""
+    f = Frontier(redis_server)
+    for i in range(5):
+        f.push("a.test", f"r{i}")
+    assert f.pop("p2")[0] == "req"
+    f.r.zadd(f"{P}:served", {"p1": 4, "p2": 1})
+    f.rewind()
+    f.r.set(f"{P}:claim:127.2.0.1", f"p1 {f.now() + 5!r}")
+    f.r.hset(f"{NS}:host:a.test", "last_start", repr(f.now()))
+    assert f.pop("p2")[0] == "wait"
+    assert f.r.get(f"{P}:claim:127.2.0.1").startswith(b"p2 ")
+    assert f.pop("p1")[0] == "claimed"

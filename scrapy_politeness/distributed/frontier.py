@@ -158,8 +158,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         if now < self._quiet_until or self._closed:
             return None
         slip = self._slip()
-        # Told last time that other processes claimed every queued host: this pop
-        # passes over no claim (and claims what it waits for): claims never starve it.
+        # Told last time that other processes claimed every queued host: this pop takes
+        # over the claim of any process handed more requests (frontier_pop.lua).
         reply = self._run_pop(1, slip, -_CLAIM if self._idle > 0 else _CLAIM)
         sent, now = now, clock()  # after the reply: a delay read against it can only start late
         rtt = now - sent
@@ -187,7 +187,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
                     self._pending_until = self._quiet_until
             return request
         self.stats.inc_value(_STATS + "empty_pops")
-        if kind == "claimed":  # others come for every queued host: the next pop steals
+        if kind == "claimed":  # others come for every queued host: the next pop takes over
             self._idle = min(max(float(_text(reply[1])), 0.05), _MAX_QUIET)
             self._quiet(now, self._idle)
             self.stats.inc_value(_STATS + "claimed_elsewhere")

@@ -124,16 +124,28 @@ local function claim(bucket, at)
   redis.call('SET', claims .. bucket, pid .. ' ' .. fmt(at + grace), 'PX', ms)
 end
 
--- The first host in the index not claimed by another process (nil, lapse: none;
--- lapse nil when nothing is queued at all).
-local function first_free()
+-- The host due first in the index not claimed by another process (nor one to
+-- take over), and when
+-- (nil, lapse: none; lapse nil when nothing is queued at all). ``bkt``/``bkt_at``:
+-- a bucket just booked and its next instant, which its other hosts' index
+-- entries (lower bounds) do not know yet: next_in from those would be a pop
+-- that finds nothing.
+local function first_free(bkt, bkt_at)
   local rows = redis.call('ZRANGE', hosts, 0, 4 * looks - 1, 'WITHSCORES')
-  local lapse = nil
+  local lapse, best, best_at = nil, nil, nil
   for i = 1, #rows, 2 do
-    local other = claimed(bucket_of(rows[i]))
-    if not other then return rows[i], tonumber(rows[i + 1]) end
-    if not lapse or other < lapse then lapse = other end
+    local at = tonumber(rows[i + 1])
+    if best and at >= best_at then break end
+    local b = bucket_of(rows[i])
+    local other = claimed(b, true)
+    if other then
+      if not lapse or other < lapse then lapse = other end
+    else
+      if bkt_at and b == bkt and at < bkt_at then at = bkt_at end
+      if not best or at < best_at then best, best_at = rows[i], at end
+    end
   end
+  if best then return best, best_at end
   return nil, lapse
 end
 
@@ -224,7 +236,9 @@ while tries < looks and rank < 4 * looks do
         if ipkey then booked = 1 elseif not ip then booked = 2 end
         -- when to ask next (-1: nothing queued), so the engine's immediate next
         -- pull is answered without a round trip
-        local _, nxt_at = first_free()
+        local ip_at = nil
+        if ipkey then ip_at = (tonumber(redis.call('GET', ipkey)) or sent) + margin end
+        local _, nxt_at = first_free(bucket, ip_at)
         local next_in = -1
         if _ then
           next_in = nxt_at - lead - now
