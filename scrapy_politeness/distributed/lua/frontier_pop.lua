@@ -214,6 +214,8 @@ while tries < looks and rank < 4 * looks do
           end
           keep_at_least(ns, horizon - now + idle)
         end
+        local ip_at = nil  -- the IP's next start, whichever host it is for
+        if ipkey then ip_at = held_until(now, tonumber(redis.call('GET', ipkey)) or sent, margin) end
         if redis.call('EXISTS', q) == 1 then
           local next_at = host_ready(now, sent, interval, not_before, margin)
           redis.call('ZADD', hosts, next_at, key)
@@ -221,8 +223,8 @@ while tries < looks and rank < 4 * looks do
         else
           redis.call('ZREM', hosts, key)
           redis.call('HDEL', P .. ':cfg', key)  -- pushed again: the push writes it again
-          if ipkey then  -- the IP's next start, whichever host of ours it is for
-            claim(bucket, held_until(now, tonumber(redis.call('GET', ipkey)) or sent, margin))
+          if ip_at then
+            claim(bucket, ip_at)
           else
             redis.call('DEL', claims .. bucket)
           end
@@ -236,8 +238,6 @@ while tries < looks and rank < 4 * looks do
         if ipkey then booked = 1 elseif not ip then booked = 2 end
         -- when to ask next (-1: nothing queued), so the engine's immediate next
         -- pull is answered without a round trip
-        local ip_at = nil
-        if ipkey then ip_at = (tonumber(redis.call('GET', ipkey)) or sent) + margin end
         local _, nxt_at = first_free(bucket, ip_at)
         local next_in = -1
         if _ then
