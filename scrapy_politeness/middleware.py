@@ -96,7 +96,7 @@ class PolitenessMiddleware:
         self.observer = Observer(settings, self.stats, self.hosts)
         self.dropped = DroppedHosts(self.hosts, self.driver, self.observer, self.stats)
         self.buckets = RequestBuckets(settings, self.gate.eligibility, self.dns, self.keys,
-                             stats=self.stats)
+                                      stats=self.stats)
         self.readiness = self.buckets.readiness  # what the scheduler queue asks
         bot = crawler.settings.get("BOT_NAME") or "scrapy"
         backend = make_backend(
@@ -176,8 +176,8 @@ class PolitenessMiddleware:
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
         ip = await self.buckets.address(hostname, key, loop, self.dropped.check,
-                                     ask_again="retry_times" in request.meta,
-                                     proxied=is_proxied(request))
+                                        ask_again="retry_times" in request.meta,
+                                        proxied=is_proxied(request))
         submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
         booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop

@@ -157,7 +157,7 @@ async def test_a_failing_name_never_waits_in_the_gate(farm: Farm, name: str,
     mw = _middleware(farm, POLITENESS_DNS_NEGATIVE_TTL=30.0)
     host, port = farm.dns.rsplit(":", 1)
     mw.dns = mw.buckets.dns = DnsCache(nameservers=((host, int(port)),), timeout=1.0,
-                                    negative_ttl=30.0, hosts_file=None, clock=clock)
+                                       negative_ttl=30.0, hosts_file=None, clock=clock)
     loop = mw.loop = asyncio.get_running_loop()
     # The name's bucket is busy for 30 s: a request that reached the gate would wait.
     mw.hosts.get(name).last_start = loop.time()
@@ -240,7 +240,7 @@ def test_drop_reasons_of_hosts_no_longer_dropped_are_forgotten() -> None:
     loop = mw.loop = asyncio.new_event_loop()
     try:
         mw.dropped.park("parked.example", loop.time(), loop.time() - 1.0,
-                       "politeness: parked for a while")
+                        "politeness: parked for a while")
         mw.hosts.get("dead.example").dead = True
         mw.dropped.reasons["dead.example"] = "politeness: dead"
         assert set(mw.dropped.reasons) == {"parked.example", "dead.example"}

@@ -137,7 +137,7 @@ def test_both_buckets_are_spent_at_the_start_plus_the_slip(redis_server: RedisSe
     assert before + 0.04 <= start <= f.now() + 0.04  # ... spent 40 ms later
     assert float(f.r.get(f"{NS}:ip:127.2.0.1")) == pytest.approx(start + IP_FLOOR, abs=1e-9)
     assert f.r.zscore(f"{P}:hosts", "a.test") == pytest.approx(start + INTERVAL + MARGIN,
-                                                                abs=1e-6)
+                                                               abs=1e-6)
 
 
 def test_a_host_booked_elsewhere_is_not_handed_out(redis_server: RedisServer) -> None:
@@ -193,7 +193,7 @@ def test_a_resolved_ip_rides_on_the_pop_and_frees_its_host_in_it(
 
 
 @pytest.mark.parametrize(("model", "spacing"), [((), 1.0), (("coupled",), 1.0),
-                                               (("decoupled",), 0.1)])
+                                                (("decoupled",), 0.1)])
 def test_the_ip_model_decides_what_a_pop_spends_on_the_ip(
         redis_server: RedisServer, model: tuple[str, ...], spacing: float) -> None:
     """Coupled (and without the argument, as before): the host's interval;

@@ -89,7 +89,7 @@ def test_huge_crawl_delay_follows_the_over_max_policy(policy: str, crawl_delay: 
 def test_a_garbage_crawl_delay_leaves_the_host_alone() -> None:
     mw = _middleware()
     mw.crawl_delays.parsed(_protego("User-agent: *\nCrawl-delay: -1e999\n"),
-                      Request("http://a.example/"))
+                           Request("http://a.example/"))
     assert mw.hosts.peek("a.example") is None
 
 

@@ -550,7 +550,7 @@ async def _new_names_tasks(mw: PolitenessMiddleware, monkeypatch: pytest.MonkeyP
 
 
 def test_a_late_wake_up_moves_the_sends_a_stall_held(mw: PolitenessMiddleware,
-                                                      clock: Clock) -> None:
+                                                     clock: Clock) -> None:
     """In queue mode requests rarely wait for a gate timer: the queue's own late
     wake-up is what reveals a loop stall, and the sends it held move to its end."""
     from scrapy_politeness.downloader.send_lateness import Dispatch

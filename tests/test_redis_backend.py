@@ -165,7 +165,7 @@ async def _paces(server: RedisServer) -> None:
             shared = await b.feedback(key, Signal(200), config, 5)
             assert shared.adaptive == pytest.approx(expected, abs=1e-9), gap
             assert (shared.healthy_run, shared.good_at) == (state.healthy_run,
-                                                             pytest.approx(state.good_at))
+                                                            pytest.approx(state.good_at))
         assert shared.adaptive == 0.5
         assert shared.healthy_run == 9
     finally:

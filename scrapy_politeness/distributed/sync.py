@@ -134,7 +134,8 @@ class SharedSync:
             return booking, slip - rtt
 
     async def _wait_before_send(self, release: Release[Any], state: HostState,
-                       loop: asyncio.AbstractEventLoop, slip: float) -> Release[Any] | None:
+                                loop: asyncio.AbstractEventLoop, slip: float
+                                ) -> Release[Any] | None:
         """The release after the wait a late start or pause reported since its
         booking asks for; None when Redis cannot say (lost, in hold mode)."""
         extra = await self.backend.wait_before_send(release.key, release.ip, state.config,

@@ -114,8 +114,8 @@ class CrawlDelays:
         if delay is None:
             mw.stats.inc_value("politeness/crawl_delay_skipped_hosts")
             mw.dropped.park(key, now, math.inf,
-                          f"politeness: {key} asks Crawl-delay {asked:g}s, above "
-                          f"POLITENESS_MAX_CRAWL_DELAY={limit:g}s (policy 'skip')")
+                            f"politeness: {key} asks Crawl-delay {asked:g}s, above "
+                            f"POLITENESS_MAX_CRAWL_DELAY={limit:g}s (policy 'skip')")
             return
         state = mw.hosts.get(key)
         if state.crawl_delay == 0:

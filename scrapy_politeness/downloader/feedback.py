@@ -51,8 +51,8 @@ class Outcomes:
         honoured, park = retry_after_verdict(retry_after, self.max_retry_after)
         if park:
             self.dropped.park(key, now, now + retry_after,  # type: ignore[operator]
-                            f"politeness: {key} asked for Retry-After {retry_after:.0f}s, above "
-                            f"POLITENESS_MAX_RETRY_AFTER={self.max_retry_after:g}s")
+                              f"politeness: {key} asked for Retry-After {retry_after:.0f}s, above "
+                              f"POLITENESS_MAX_RETRY_AFTER={self.max_retry_after:g}s")
         elif honoured:
             self.stats.inc_value(STATS + "retry_after")
         signal = Signal(status, honoured, latency, state.latency)

@@ -115,8 +115,8 @@ class PolitenessAwarePriorityQueue:
         ``host.readiness``."""
         if host.hostname is None:
             return host.since  # restored from disk and not popped yet, or ignored by the gate
-        readiness = host.readiness = self._mw.buckets.readiness_for(  # type: ignore[union-attr]  # mw: see callers
-            host.key, host.hostname)
+        buckets = self._mw.buckets  # type: ignore[union-attr]  # mw: see callers
+        readiness = host.readiness = buckets.readiness_for(host.key, host.hostname)
         at = self._handed.own_estimate(readiness)
         return at if at > host.since else host.since
 
@@ -253,7 +253,8 @@ class PolitenessAwarePriorityQueue:
             if readiness is None:
                 return now
         self._handed.add(request, readiness.key, readiness.ip, now)
-        self._mw.buckets.handed_out(readiness.key, host.since, len(host.queue))  # type: ignore[union-attr]
+        buckets = self._mw.buckets  # type: ignore[union-attr]
+        buckets.handed_out(readiness.key, host.since, len(host.queue))
         host.hostname = hostname
         return max(self._handed.own_estimate(readiness), host.since)
 
