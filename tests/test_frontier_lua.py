@@ -14,7 +14,7 @@ import pytest
 import redis
 from redis_server import RedisServer, redis_server_fixture
 
-from scrapy_politeness.distributed.lua_source import lua_source
+from scrapy_politeness.distributed.frontier import FRONTIER_SCRIPTS, frontier_script
 from scrapy_politeness.distributed.redis_backend import _script
 
 P, NS = "spider:requests", "politeness:test"
@@ -31,8 +31,7 @@ class Frontier:
 
     def __init__(self, server: RedisServer) -> None:
         self.r = redis.Redis(host="127.0.0.1", port=server.port)
-        self.s = {n: self.r.register_script(lua_source(f"frontier_{n}.lua", "_frontier.lua"))
-                  for n in ("push", "pop", "ip", "release", "clear")}
+        self.s = {n: self.r.register_script(frontier_script(n)) for n in FRONTIER_SCRIPTS}
         self.reserve = self.r.register_script(_script("reserve.lua"))
 
     def now(self) -> float:

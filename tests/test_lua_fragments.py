@@ -15,7 +15,7 @@ from importlib.resources import files
 import pytest
 
 from scrapy_politeness.distributed import redis_backend
-from scrapy_politeness.distributed.lua_source import lua_source
+from scrapy_politeness.distributed.frontier import FRONTIER_SCRIPTS, frontier_script
 
 LUA = files("scrapy_politeness.distributed").joinpath("lua")
 SCRIPTS = sorted(p.name for p in LUA.iterdir() if p.name.endswith(".lua")
@@ -52,9 +52,11 @@ def test_the_fragment_holds_the_rule() -> None:
 
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_every_script_is_loaded_behind_the_fragment(name: str) -> None:
-    if name.startswith("frontier_"):
-        source = lua_source(name, "_frontier.lua")
-    else:
+    if name.startswith("frontier_"):  # as the frontier queue registers them
+        short = name.removeprefix("frontier_").removesuffix(".lua")
+        assert short in FRONTIER_SCRIPTS, f"{name} is never loaded"
+        source = frontier_script(short)
+    else:  # as the Redis backend loads them
         assert name.removesuffix(".lua") in redis_backend._SCRIPTS, f"{name} is never loaded"
         source = redis_backend._script(name)
     assert FRAGMENT in source

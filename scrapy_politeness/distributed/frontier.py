@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
     from scrapy_politeness.middleware import PolitenessMiddleware
 
-__all__ = ["PolitenessFrontierQueue"]
+__all__ = ["FRONTIER_SCRIPTS", "PolitenessFrontierQueue", "frontier_script"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,14 @@ _CLAIM = 0.2
 _MAX_IDLE = 2.0  # the longest a process waits to ask again while hosts are queued
 _IDLE_MARGIN = 60.0  # the Redis backend's default: booked keys outlive their wait by this
 _STATS = "politeness/frontier/"
+
+
+FRONTIER_SCRIPTS = ("push", "pop", "ip", "release", "clear")
+
+
+def frontier_script(name: str) -> str:
+    """``frontier_<name>.lua`` after the shared fragments and the frontier's own."""
+    return lua_source(f"frontier_{name}.lua", "_frontier.lua")
 
 
 def _text(raw: Any) -> str:
@@ -107,8 +115,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
                              settings.send_margin, idle]
         self.pid = uuid.uuid4().hex
         self._scripts = {
-            name: server.register_script(lua_source(f"frontier_{name}.lua", "_frontier.lua"))
-            for name in ("push", "pop", "ip", "release", "clear")}
+            name: server.register_script(frontier_script(name)) for name in FRONTIER_SCRIPTS}
         self._leases = Leases(crawler)
         self._feed = StartFeed(spider, self.stats)
         self._routes = HostRoutes(self._mw, send=self._share_ip, resolved=self._resolved)
