@@ -120,7 +120,7 @@ def main() -> int:
         stats_path = Path(tmp, "stats.json")
         print(f"Starting the site farm: {len(hosts)} hosts on {len(spec['ips'])} IPs ...")
         with Farm(spec) as farm:
-            print(f"Crawling with `scrapy crawl farm` (farm DNS {farm.dns}); about 30 s ...")
+            print(f"Crawling with `scrapy crawl farm` (farm DNS {farm.dns}); about 15 s ...")
             rc, log, took = run_crawl(farm, hosts, stats_path)
             arrivals = farm.arrivals()
         stats: dict[str, Any] = (json.loads(stats_path.read_text(encoding="utf-8"))
