@@ -182,3 +182,21 @@ def test_a_bad_slot_entry_is_one_clear_error(value: Any, error: str) -> None:
 
 def test_slot_delays_given_as_json_on_the_command_line() -> None:
     assert slot_delays(_slots('{"a.test": {"delay": 2}}', "cmdline")) == {"a.test": 2.0}
+
+
+@pytest.mark.filterwarnings("ignore:The CONCURRENT_REQUESTS_PER_IP setting is deprecated")
+@pytest.mark.parametrize(("given", "said"), [
+    ({"CONCURRENT_REQUESTS_PER_IP": 1},
+     ["CONCURRENT_REQUESTS_PER_IP = 1 makes Scrapy's download slots per IP"]),
+    ({"DOWNLOAD_SLOTS": {"a.test": {"concurrency": 1}, "b.test": {"concurrency": 8}}},
+     ["DOWNLOAD_SLOTS['a.test'] concurrency 1 is below CONCURRENT_REQUESTS_PER_DOMAIN (8)"]),
+    ({"DOWNLOAD_SLOTS": {"a.test": {"concurrency": 1}}, "CONCURRENT_REQUESTS_PER_DOMAIN": 1}, []),
+])
+def test_a_slot_that_admits_fewer_requests_than_the_gate_is_named(
+        caplog: pytest.LogCaptureFixture, given: dict[str, Any], said: list[str]) -> None:
+    for path in (ADDON, MIDDLEWARE):
+        got = [m for m in _warnings(caplog, {**path, **given})
+               if "concurrency" in m or "CONCURRENT_REQUESTS_PER_IP" in m]
+        assert len(got) == len(said), got
+        for message, expected in zip(got, said, strict=True):
+            assert expected in message

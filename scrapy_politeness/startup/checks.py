@@ -16,6 +16,7 @@ from scrapy_politeness.scrapy_internals import missing
 from scrapy_politeness.settings import PolitenessSettings, unknown_names
 from scrapy_politeness.startup.failed_start import quiet_failed_start
 from scrapy_politeness.startup.throttles import (
+    concurrency_warnings,
     slot_delays,
     take_over,
     throttle_warnings,
@@ -67,6 +68,7 @@ def load_settings(crawler_settings: Any, crawler: Any = None) -> PolitenessSetti
         for message in slot_messages:
             logger.warning("%s", message)
         announced = throttle_warnings(crawler_settings) + slot_messages
+        concurrency_warnings(crawler_settings)
         if crawler is not None:
             take_over(crawler, announced=bool(announced))
     return settings

@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 
     from scrapy_politeness.settings import PolitenessSettings
 
-__all__ = ["REPLACED", "SlotDelays", "replaced_message", "slot_delays", "take_over",
-           "throttle_warnings", "with_slot_floors"]
+__all__ = ["REPLACED", "SlotDelays", "concurrency_warnings", "replaced_message", "slot_delays",
+           "take_over", "throttle_warnings", "with_slot_floors"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +107,37 @@ def throttle_warnings(settings: Any) -> list[str]:
     """
     messages = [replaced_message(name, settings[name], _origin(settings, name))
                 for name in REPLACED if _in_effect(settings, name)]
+    for message in messages:
+        logger.warning("%s", message)
+    return messages
+
+
+def concurrency_warnings(settings: Any) -> list[str]:
+    """Warn where a download slot admits fewer requests than the gate lets through.
+
+    The gate keeps up to CONCURRENT_REQUESTS_PER_DOMAIN requests of a host in
+    flight; a slot with a lower concurrency queues the rest inside Scrapy's
+    downloader, after the gate released them: the same late start as a delay.
+    Not set to anything else (a cap on connections is the user's to keep);
+    the remedy is named instead.
+    """
+    per_host = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN")
+    late = ("a request the gate let through can wait in Scrapy's download slot for another "
+            "to finish, and start closer to the next request on its IP than the IP rule")
+    messages = []
+    per_ip = settings.getint("CONCURRENT_REQUESTS_PER_IP")
+    if per_ip > 0:
+        messages.append(f"scrapy-politeness: CONCURRENT_REQUESTS_PER_IP = {per_ip} makes Scrapy's "
+                        f"download slots per IP: {late}; use POLITENESS_IP_FLOOR (the spacing "
+                        "per IP) and leave CONCURRENT_REQUESTS_PER_IP at 0")
+    for key, entry in settings.getdict("DOWNLOAD_SLOTS").items():
+        concurrency = entry.get("concurrency") if isinstance(entry, Mapping) else None
+        if isinstance(concurrency, int) and 0 < concurrency < per_host:
+            messages.append(
+                f"scrapy-politeness: DOWNLOAD_SLOTS[{key!r}] concurrency {concurrency} is below "
+                f"CONCURRENT_REQUESTS_PER_DOMAIN ({per_host}): {late}; set "
+                f"CONCURRENT_REQUESTS_PER_DOMAIN = {concurrency} (the gate then holds the rest) "
+                "or remove it")
     for message in messages:
         logger.warning("%s", message)
     return messages
