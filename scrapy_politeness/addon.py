@@ -35,7 +35,7 @@ def _is(component: Any, cls: type) -> bool:
 
 
 def _force(settings: BaseSettings, name: str, value: object) -> None:
-    """Set ``name`` even over a user's value (two throttles would fight), saying so
+    """Set ``name`` even over a user's value (a second throttle), saying so
     in the words the middleware uses when it finds the value on its own path."""
     user_priority = settings.getpriority(name) or 0
     try:
