@@ -181,15 +181,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"the farm did not start: {exc}", file=sys.stderr)
         return 1
     try:
-        if args.spider:
-            path = Path(args.spider)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(spider_source(start_urls(farm), demo_settings(farm),
-                                          farm_addresses(farm),
-                                          restart_command(farm, args.spider)),
-                            encoding="utf-8")
-        print(instructions(farm, args.spider), flush=True)
+        # Ctrl-C is the way to stop, also while the instructions are still being printed.
         with contextlib.suppress(KeyboardInterrupt):
+            if args.spider:
+                path = Path(args.spider)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(spider_source(start_urls(farm), demo_settings(farm),
+                                              farm_addresses(farm),
+                                              restart_command(farm, args.spider)),
+                                encoding="utf-8")
+            print(instructions(farm, args.spider), flush=True)
             stop.wait()
     finally:
         farm.stop()
