@@ -15,8 +15,9 @@ The crawl also writes a decision trace (``POLITENESS_TRACE``) to
 ``.demo/timeline.png`` (interval per host over time, fetch starts, 429/5xx,
 per-IP load; needs matplotlib, the ``plot`` extra). See docs/usage/observability.md.
 
-Exit status: 0 on success, 1 when the crawl failed, 2 when a gap was below
-the interval the plugin was asked to keep.
+Exit status: 0 on success, 1 when the farm did not start or the crawl failed
+(``scrapy crawl`` exited with 1), 2 when a gap was below the interval the
+plugin was asked to keep.
 """
 
 from __future__ import annotations
@@ -31,7 +32,15 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from scrapy_politeness._sitefarm import Arrival, Farm, demo_spec, host_gaps, ip_gaps, starts_by
+from scrapy_politeness._sitefarm import (
+    Arrival,
+    Farm,
+    FarmError,
+    demo_spec,
+    host_gaps,
+    ip_gaps,
+    starts_by,
+)
 
 PROJECT = Path(__file__).resolve().parent
 TOLERANCE = 0.015  # seconds: timer and loopback jitter allowed below an interval
@@ -113,16 +122,33 @@ def draw_timeline(trace: Path, out: Path) -> str:
     return f"Timeline of the decisions (trace {trace}): {path}"
 
 
+def crawl_farm(spec: dict[str, Any], hosts: list[str], stats_path: Path
+               ) -> tuple[int, str, float, list[Arrival]] | None:
+    """Start the farm, crawl it, stop it: (exit code, log, seconds, what the sites saw);
+    None when the farm did not start (said in one line)."""
+    print(f"Starting the site farm: {len(hosts)} hosts on {len(spec['ips'])} IPs ...")
+    try:
+        farm = Farm(spec).start()
+    except FarmError as exc:
+        print(f"FAILED: the site farm did not start: {exc}")
+        return None
+    try:
+        print(f"Crawling with `scrapy crawl farm` (farm DNS {farm.dns}); about 15 s ...")
+        rc, log, took = run_crawl(farm, hosts, stats_path)
+        return rc, log, took, farm.arrivals()
+    finally:
+        farm.stop()
+
+
 def main() -> int:
     spec = demo_spec()
     hosts = list(spec["hosts"])
     with tempfile.TemporaryDirectory(prefix="farmcrawl-demo-") as tmp:
         stats_path = Path(tmp, "stats.json")
-        print(f"Starting the site farm: {len(hosts)} hosts on {len(spec['ips'])} IPs ...")
-        with Farm(spec) as farm:
-            print(f"Crawling with `scrapy crawl farm` (farm DNS {farm.dns}); about 30 s ...")
-            rc, log, took = run_crawl(farm, hosts, stats_path)
-            arrivals = farm.arrivals()
+        crawled = crawl_farm(spec, hosts, stats_path)
+        if crawled is None:
+            return 1
+        rc, log, took, arrivals = crawled
         stats: dict[str, Any] = (json.loads(stats_path.read_text(encoding="utf-8"))
                                  if stats_path.exists() else {})
 

@@ -9,6 +9,8 @@ from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.misc import load_object
 
 from scrapy_politeness.middleware import PolitenessMiddleware
+from scrapy_politeness.settings import PRIORITY_NAMES
+from scrapy_politeness.startup.throttles import replaced_message
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -32,24 +34,30 @@ def _is(component: Any, cls: type) -> bool:
     return isinstance(component, type) and issubclass(component, cls)
 
 
-def _force(settings: BaseSettings, name: str, value: object, why: str) -> None:
-    """Set ``name`` even over a user's value (two throttles would fight), saying so."""
+def _force(settings: BaseSettings, name: str, value: object) -> None:
+    """Set ``name`` even over a user's value (a second throttle), saying so
+    in the words the middleware uses when it finds the value on its own path."""
     user_priority = settings.getpriority(name) or 0
-    same = (settings.getbool(name) == value if isinstance(value, bool)
-            else settings.getfloat(name) == value)
+    try:
+        same = (settings.getbool(name) == value if isinstance(value, bool)
+                else settings.getfloat(name) == value)
+    except ValueError:  # not even a number: certainly not the value wanted
+        same = False
     if user_priority > SETTINGS_PRIORITIES["default"] and not same:
-        logger.warning("scrapy-politeness sets %s to %r (you set %r): %s", name, value,
-                       settings[name], why)
+        origin = PRIORITY_NAMES.get(user_priority, f"priority {user_priority}")
+        logger.warning("%s", replaced_message(name, settings[name], origin))
     settings.set(name, value, priority=max(user_priority, SETTINGS_PRIORITIES["addon"]))
 
 
 class Addon:
     """Enables the politeness middleware and turns off Scrapy's own throttles.
 
-    AutoThrottle and DOWNLOAD_DELAY would space requests a second time (and
-    AutoThrottle ignores 429/503 and Retry-After), so they are switched off,
-    with a warning when the user had set them (``scrapy startproject`` writes
-    ``DOWNLOAD_DELAY = 1``). The middleware is added at
+    AutoThrottle and DOWNLOAD_DELAY would hold requests in Scrapy's download
+    slots after the gate released them (and AutoThrottle ignores 429/503 and
+    Retry-After), so they are switched off, with a warning when the user had
+    set them (``scrapy startproject`` writes ``DOWNLOAD_DELAY = 1``); the
+    middleware does the same on its own, and for what is set after add-ons
+    (see :mod:`scrapy_politeness.startup.throttles`). The middleware is added at
     :attr:`PolitenessMiddleware.DOWNLOAD_PRIORITY` unless already listed,
     under any import path. The scheduler queue that sees the requests waiting
     in the gate becomes ``SCHEDULER_PRIORITY_QUEUE`` unless the user chose one;
@@ -60,12 +68,9 @@ class Addon:
         mws = settings["DOWNLOADER_MIDDLEWARES"]
         if not any(_is(k, PolitenessMiddleware) for k in mws):
             mws[_MW_PATH] = PolitenessMiddleware.DOWNLOAD_PRIORITY
-        _force(settings, "AUTOTHROTTLE_ENABLED", False,
-               "the politeness middleware replaces AutoThrottle")
-        _force(settings, "DOWNLOAD_DELAY", 0,
-               "use POLITENESS_FLOOR / POLITENESS_DEFAULT instead")
-        _force(settings, "DOWNLOAD_DELAY_JITTER", 0,
-               "the politeness middleware spaces requests exactly")
+        _force(settings, "AUTOTHROTTLE_ENABLED", False)
+        _force(settings, "DOWNLOAD_DELAY", 0)
+        _force(settings, "DOWNLOAD_DELAY_JITTER", 0)
         self._queue(settings)
         _set_scheduler_queue(settings)
 

@@ -132,7 +132,7 @@ class PolitenessMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        settings = load_settings(crawler.settings)
+        settings = load_settings(crawler.settings, crawler)
         if not settings.enabled:
             raise NotConfigured("POLITENESS_ENABLED is False")
         logger.info("%s", start_line(settings, crawler.settings))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["downloader_active", "engine_closing", "engine_in_progress", "missing",
-           "wake_engine"]
+           "switch_off_autothrottle", "wake_engine", "zero_slot_delay"]
 
 
 def _engine(crawler: Any) -> Any:
@@ -67,6 +67,51 @@ def engine_in_progress(crawler: Any) -> set[Any] | None:
     return found if isinstance(found, set) else None
 
 
+def zero_slot_delay(crawler: Any, request: Any) -> float:
+    """Set the delay of the download slot ``request`` was queued in to 0; the delay it had.
+
+    Public attributes, undocumented: ``engine.downloader.slots[key].delay``,
+    under the key the downloader writes to ``request.meta["download_slot"]``
+    just before it sends ``request_reached_downloader`` and then processes the
+    slot's queue (an order tests/test_setup_paths.py fails without). Waits for
+    a public "no downloader delay" switch that a middleware can set.
+    """
+    downloader = getattr(_engine(crawler), "downloader", None)
+    slots = getattr(downloader, "slots", None)
+    slot: Any = slots.get(request.meta.get("download_slot")) if isinstance(slots, dict) else None
+    delay = getattr(slot, "delay", None)
+    if not delay:
+        return 0.0
+    slot.delay = 0.0
+    return float(delay)
+
+
+def switch_off_autothrottle(crawler: Any) -> bool:
+    """Disconnect Scrapy's AutoThrottle extension, if this crawl built it; whether it did.
+
+    Private: the extension's ``_spider_opened`` (sets the downloader's start
+    delay) and ``_response_downloaded`` (rewrites a slot's delay after each
+    response) signal handlers. The extension is built before the downloader
+    middlewares, so it is found here; a subclass's own handlers of those names
+    go too. Waits for a public way to disable an extension that is built.
+    """
+    from scrapy import signals
+    from scrapy.extensions.throttle import AutoThrottle
+
+    try:
+        extension = crawler.get_extension(AutoThrottle)
+    except (AttributeError, RuntimeError):  # no extension manager (yet)
+        return False
+    if extension is None:
+        return False
+    for name, signal in (("_spider_opened", signals.spider_opened),
+                         ("_response_downloaded", signals.response_downloaded)):
+        handler = getattr(extension, name, None)
+        if handler is not None:
+            crawler.signals.disconnect(handler, signal=signal)
+    return True
+
+
 def missing(crawler: Any) -> list[str]:
     """The private attributes this Scrapy no longer has (call once the engine is open)."""
     engine = _engine(crawler)
@@ -80,6 +125,9 @@ def missing(crawler: Any) -> list[str]:
         gone.append("engine._slot.closing")
     if not isinstance(getattr(slot, "inprogress", None), set):
         gone.append("engine._slot.inprogress")
-    if not isinstance(getattr(getattr(engine, "downloader", None), "active", None), set):
+    downloader = getattr(engine, "downloader", None)
+    if not isinstance(getattr(downloader, "active", None), set):
         gone.append("engine.downloader.active")
+    if not isinstance(getattr(downloader, "slots", None), dict):
+        gone.append("engine.downloader.slots")
     return gone

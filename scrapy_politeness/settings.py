@@ -28,7 +28,11 @@ from scrapy_politeness.setting_values import (
     str_list,
 )
 
-__all__ = ["DEFAULTS", "PolitenessSettings", "unknown_names"]
+__all__ = ["DEFAULTS", "PRIORITY_NAMES", "PolitenessSettings", "unknown_names"]
+
+PRIORITY_NAMES = {0: "default", 10: "command", 15: "addon", 20: "project", 30: "spider",
+                  40: "cmdline"}
+"""Scrapy's settings priorities by number: where a value came from."""
 
 DEFAULTS: dict[str, Any] = {
     "POLITENESS_ENABLED": True,

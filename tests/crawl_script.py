@@ -65,7 +65,9 @@ def main(path: str) -> None:
         "FEEDS": {job["items_out"]: {"format": "jsonlines"}},
     }
     process = CrawlerProcess(settings)
-    crawler = process.create_crawler(FarmSpider)
+    # e.g. custom_settings or download_delay: the spider's own ways to set settings
+    spider_cls = type("FarmSpider", (FarmSpider,), job.get("spider_attrs") or {})
+    crawler = process.create_crawler(spider_cls)
     process.crawl(crawler, urls=job["urls"], follow=job.get("follow", True),
                   errback=job.get("errback", False), meta=job.get("meta"),
                   **job.get("spider_args", {}))

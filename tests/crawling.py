@@ -29,7 +29,8 @@ def run_crawl(urls: list[str], settings: dict[str, Any], *, follow: bool = True,
               timeout: float = 180.0, check: bool = True, errback: bool = False,
               meta: dict[str, Any] | None = None,
               spider_args: dict[str, Any] | None = None,
-              env: dict[str, str] | None = None) -> CrawlResult:
+              env: dict[str, str] | None = None,
+              spider_attrs: dict[str, Any] | None = None) -> CrawlResult:
     with tempfile.TemporaryDirectory(prefix="crawl-") as tmp:
         job = {
             "urls": urls,
@@ -38,6 +39,7 @@ def run_crawl(urls: list[str], settings: dict[str, Any], *, follow: bool = True,
             "errback": errback,
             "meta": meta,
             "spider_args": spider_args or {},  # e.g. allowed_domains, dont_filter
+            "spider_attrs": spider_attrs or {},  # class attributes: custom_settings...
             "stats_out": str(Path(tmp, "stats.json")),
             "items_out": str(Path(tmp, "items.jsonl")),
         }

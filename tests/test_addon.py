@@ -71,8 +71,8 @@ def test_addon_warns_when_it_overrides_the_user(caplog: pytest.LogCaptureFixture
     with caplog.at_level(logging.WARNING, logger="scrapy_politeness.addon"):
         get_crawler(settings_dict={"AUTOTHROTTLE_ENABLED": True, "DOWNLOAD_DELAY": 3, **ADDONS})
     text = caplog.text
-    assert "sets AUTOTHROTTLE_ENABLED to False (you set True)" in text
-    assert "sets DOWNLOAD_DELAY to 0 (you set 3)" in text
+    assert "AUTOTHROTTLE_ENABLED = True (from project) is overridden, AutoThrottle is off" in text
+    assert "DOWNLOAD_DELAY = 3 (from project) is set to 0" in text
 
 
 def test_no_warning_when_nothing_is_overridden(caplog: pytest.LogCaptureFixture) -> None:
@@ -113,7 +113,7 @@ def test_startproject_download_delay_is_overridden_with_a_warning(
         crawler = get_crawler(settings_dict={"DOWNLOAD_DELAY": 1, **ADDONS})
     assert crawler.settings.getpriority("DOWNLOAD_DELAY") == 20
     assert crawler.settings.getfloat("DOWNLOAD_DELAY") == 0
-    assert "sets DOWNLOAD_DELAY to 0 (you set 1)" in caplog.text
+    assert "DOWNLOAD_DELAY = 1 (from project) is set to 0" in caplog.text
 
 
 def test_command_line_values_are_overridden_with_a_warning(
@@ -127,7 +127,7 @@ def test_command_line_values_are_overridden_with_a_warning(
         Addon().update_settings(settings)
     assert settings.getfloat("DOWNLOAD_DELAY_JITTER") == 0
     assert settings.getpriority("DOWNLOAD_DELAY_JITTER") == 40
-    assert "sets DOWNLOAD_DELAY_JITTER to 0 (you set '0.3')" in caplog.text
+    assert "DOWNLOAD_DELAY_JITTER = '0.3' (from cmdline) is set to 0" in caplog.text
     assert "AUTOTHROTTLE" not in caplog.text
 
 

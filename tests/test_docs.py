@@ -82,11 +82,24 @@ def test_no_words_that_mean_nothing_to_a_user() -> None:
             assert word not in text, f"{page.relative_to(ROOT)} says {word!r}"
 
 
-HISTORY = re.compile(r"(?<![-\w])(?:[Rr]ounds?|[Ii]ssues?) #?\d+"
-                     r"|\b[Rr]uns? [A-Z](?=[,.;:)]|\s+(?:and|in|of)\b)")
+# The pages a user reads. History lives in CHANGELOG.md and bench/results-history.md;
+# docs/benchmark.md is the contributors' method page, the story of each figure included.
+USER_PAGES = [ROOT / "README.md", ROOT / "bench" / "results.md",
+              *sorted(p for p in (ROOT / "docs").rglob("*.md") if p.name != "benchmark.md"),
+              *sorted((ROOT / "example_project").rglob("*.md"))]
+HISTORY = re.compile(
+    r"(?<![-\w])(?:[Rr]ounds?|[Ii]ssues?) #?\d+"  # round 5, issue #12
+    r"|\b[Rr]uns? [A-Z](?=[,.;:)]|\s+(?:and|in|of)\b)"  # run labels: run E, runs A and B
+    r"|\b(?:[Tt]he|[Tt]his|[Tt]hat) issue\b"
+    r"|\b[Ee]arlier (?:back-?offs?|versions?|releases?|code|runs?|figures?|designs?|models?"
+    r"|controllers?|rules?|behaviou?r)\b"
+    r"|\b[Pp]revious (?:versions?|releases?|code|models?|controllers?|designs?|back-?offs?"
+    r"|rules?|behaviou?r|figures?)\b"
+    r"|\b[Pp]redat(?:e|es|ed|ing)\b|\b(?:[Tt]he plugin|[Ii]t) used to\b"
+    r"|\b(?:[Oo]ld|[Nn]ew) code\b|\b[Bb]efore the (?:fix|change)\b|\b[Bb]ranch [a-z]+\d+\w*")
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("page", USER_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_project_history_in_user_docs(page: Path) -> None:
     """A user knows nothing of our rounds, issues or bench runs: say what the program does."""
     found = HISTORY.findall(page.read_text(encoding="utf-8"))
@@ -95,11 +108,45 @@ def test_no_project_history_in_user_docs(page: Path) -> None:
 
 def test_history_pattern_catches_what_it_should() -> None:
     for text in ("round 9", "Round 5", "rounds 5-6", "issue 9", "issue #12", "run I)", "runs E,",
-                 "run F in bench", "Runs A and B"):
+                 "run F in bench", "Runs A and B", "the issue allows +1", "the earlier back-off",
+                 "figures below predate the shorter wait", "a previous version", "Earlier runs",
+                 "The plugin used to read", "the new code had", "branch r10b", "before the fix"):
         assert HISTORY.search(text), text
     for text in ("--rounds 5", "round paces", "issues the same requests", "run a crawl", "Run it",
-                 "run N Scrapy processes"):
+                 "run N Scrapy processes", "median of 5 rounds", "a cold one sent earlier",
+                 "a host earlier than t_429", "since the previous line",
+                 "the previous run's JOBDIR", "the saved state is stale",
+                 "what is used to space requests"):
         assert not HISTORY.search(text), text
+
+
+SETTING_NAME = re.compile(r"\bPOLITENESS_[A-Z0-9_]*[A-Z0-9]\b")
+
+
+def unknown_setting_names(text: str) -> list[str]:
+    """``POLITENESS_*`` names no setting has; a misspelling shown as one (``unknown setting
+    POLITENESS_FLOR``, a misspelt setting) is the one exception."""
+    return [m.group(0) for m in SETTING_NAME.finditer(text)
+            if m.group(0) not in DEFAULTS
+            and not re.search(r"unknown setting $|misspelt setting \(``$",
+                              text[max(0, m.start() - 30):m.start()])]
+
+
+@pytest.mark.parametrize("page", [*USER_PAGES, *sorted((ROOT / "scrapy_politeness").rglob("*.py")),
+                                  *sorted((ROOT / "example_project").rglob("*.py"))],
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_setting_named_exists(page: Path) -> None:
+    """A page (or a message of the program) that names a setting names a real one."""
+    unknown = unknown_setting_names(page.read_text(encoding="utf-8"))
+    assert not unknown, f"{page.relative_to(ROOT)} names {unknown}, not in settings.py"
+
+
+def test_the_setting_name_check_refuses_a_name_that_does_not_exist() -> None:
+    assert unknown_setting_names("With `POLITENESS_GROUPING = \"domain\"` the IP") == [
+        "POLITENESS_GROUPING"]
+    assert unknown_setting_names("`POLITENESS_HOST_GROUPING`, every `POLITENESS_*` setting") == []
+    assert unknown_setting_names("`unknown setting POLITENESS_FLOR is ignored`") == []
+    assert unknown_setting_names("set POLITENESS_FLOR = 1 to go faster") == ["POLITENESS_FLOR"]
 
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]

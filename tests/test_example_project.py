@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,27 @@ def test_demo_runs_end_to_end() -> None:
         assert header in out, out
     assert "OK: no host gap below its interval" in out, out
     assert "Politeness report" in out, out
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("env", "said"), [
+    ({"FARM_URLS": "http://one.example-farm.test:1/", "FARM_DNS": "127.0.0.1:{port}"},
+     "The demo farm does not answer at FARM_DNS=127.0.0.1:{port}: is the farm running?"),
+    ({"FARM_URLS": ""}, "no start URLs: pass -a urls=URL1,URL2 or set FARM_URLS"),
+])
+def test_example_project_refuses_to_start_with_one_error_line(
+        env: dict[str, str], said: str) -> None:
+    """A farm that is down (or no URL at all): exit status 1, one ERROR line, no traceback."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    full_env = {**os.environ, **{k: v.format(port=port) for k, v in env.items()}}
+    full_env.pop("SCRAPY_SETTINGS_MODULE", None)
+    proc = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "farm"], cwd=PROJECT,
+                          env=full_env, capture_output=True, text=True, timeout=60, check=False)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 1, log[-4000:]
+    errors = [line for line in log.splitlines() if " ERROR: " in line or " CRITICAL: " in line]
+    assert len(errors) == 1, log[-4000:]
+    assert said.format(port=port) in errors[0]
+    assert "Traceback" not in log

@@ -93,7 +93,7 @@ def test_a_new_project_crawls_the_farm_as_the_readme_says(tmp_path: Path) -> Non
             farm.communicate(timeout=10)
     log = crawl.stdout + crawl.stderr
     assert crawl.returncode == 0, log[-4000:]
-    assert "sets DOWNLOAD_DELAY to 0 (you set 1)" in log  # startproject's template value
+    assert "DOWNLOAD_DELAY = 1 (from project) is set to 0" in log  # startproject's value
     assert "scrapy-politeness on: per host start 0.5s" in log
     assert "Politeness report (hosts that waited most):" in log
     assert "Host broken.farm.test declared dead" in log
@@ -138,31 +138,25 @@ def test_dns_port_fixes_the_farms_name_server_across_restarts(tmp_path: Path) ->
 
 
 def test_a_stale_farm_spider_asks_whether_the_farm_is_running(tmp_path: Path) -> None:
-    """A spider written for a farm that no longer answers stops with one clear ERROR line."""
+    """A spider written for a farm that no longer answers stops with one clear ERROR line,
+    no traceback, and ``scrapy`` exits with 1 (a script or CI notices)."""
     from scrapy_politeness._sitefarm.command import spider_source
 
     dead = f"127.0.0.1:{_free_port()}"
     source = spider_source(["http://fast1.farm.test:1/"], {"POLITENESS_DNS_NAMESERVERS": [dead]},
                            [dead], "python -m scrapy_politeness farm --port 1 --dns-port 2")
     (tmp_path / "farm.py").write_text(source, encoding="utf-8")
-    script = (
-        "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "from scrapy.crawler import CrawlerProcess\n"
-        "from farm import FarmSpider\n"
-        "process = CrawlerProcess({'ADDONS': {'scrapy_politeness.Addon': 300},"
-        " 'TELNETCONSOLE_ENABLED': False})\n"
-        "crawler = process.create_crawler(FarmSpider)\n"
-        "process.crawl(crawler); process.start()\n"
-        "print('REASON', crawler.stats.get_value('finish_reason'))\n"
-        "print('REQUESTS', crawler.stats.get_value('downloader/request_count'))\n"
-    )
     env = {**os.environ, "HOME": str(tmp_path)}
     env.pop("SCRAPY_SETTINGS_MODULE", None)
-    run = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=60, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "scrapy", "runspider", "farm.py",
+         "-s", 'ADDONS={"scrapy_politeness.Addon": 300}', "-s", "TELNETCONSOLE_ENABLED=False"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
     log = run.stdout + run.stderr
-    assert run.returncode == 0, log[-4000:]
-    assert f"The demo farm does not answer at {dead}: is the farm running?" in log
-    assert "--port 1 --dns-port 2" in log
-    assert "REASON farm_not_running" in log
-    assert "REQUESTS None" in log  # nothing was sent to a farm that is not there
+    assert run.returncode == 1, log[-4000:]
+    errors = [line for line in log.splitlines() if " ERROR: " in line or " CRITICAL: " in line]
+    assert len(errors) == 1, log[-4000:]
+    assert f"The demo farm does not answer at {dead}: is the farm running?" in errors[0]
+    assert "--port 1 --dns-port 2" in errors[0]
+    assert "Traceback" not in log
+    assert "Spider opened" not in log  # nothing was sent to a farm that is not there

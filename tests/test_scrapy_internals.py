@@ -70,9 +70,10 @@ def test_a_renamed_attribute_is_named_in_one_warning(caplog: pytest.LogCaptureFi
     with caplog.at_level(logging.WARNING):
         gone = warn_missing_internals(crawler)
     assert gone == ["engine._slot.nextcall", "engine._slot.closing", "engine._slot.inprogress",
-                    "engine.downloader.active"]
+                    "engine.downloader.active", "engine.downloader.slots"]
     assert len(caplog.records) == 1
     assert "engine._slot.nextcall" in caplog.records[0].getMessage()
+    assert "a download slot delay cannot be set to 0" in caplog.records[0].getMessage()
 
 
 def test_without_the_attributes_each_use_falls_back_to_scrapys_own_behaviour() -> None:
@@ -89,7 +90,7 @@ def test_with_the_attributes_they_are_used() -> None:
     slot = SimpleNamespace(nextcall=SimpleNamespace(schedule=lambda: woken.append(True)),
                            closing=object(), inprogress={object()})
     active: set[object] = {object()}
-    engine = SimpleNamespace(_slot=slot, downloader=SimpleNamespace(active=active))
+    engine = SimpleNamespace(_slot=slot, downloader=SimpleNamespace(active=active, slots={}))
     crawler = SimpleNamespace(engine=engine, _engine=engine)
     wake_engine(crawler)
     assert woken == [True]

@@ -3,12 +3,14 @@ and a backend the crawl cannot use (a real ``scrapy crawl``'s exit status)."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import logging
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 from scrapy.settings import Settings
@@ -16,7 +18,7 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.settings import PolitenessSettings, unknown_names
-from scrapy_politeness.startup import start_line
+from scrapy_politeness.startup import quiet_failed_start, start_line
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "example_project"
@@ -85,34 +87,6 @@ def test_only_defaults_add_no_origins() -> None:
     assert line.endswith("live line every 10s")
 
 
-@pytest.mark.parametrize(("given", "warned"), [
-    ({"DOWNLOAD_DELAY": 1}, ["DOWNLOAD_DELAY = 1 spaces requests a second time"]),
-    ({"AUTOTHROTTLE_ENABLED": True}, ["AUTOTHROTTLE_ENABLED = True runs a second throttle"]),
-    ({}, []),
-])
-def test_the_middleware_alone_warns_about_a_second_throttle(
-        caplog: pytest.LogCaptureFixture, given: dict[str, Any], warned: list[str]) -> None:
-    # Enabled by hand (DOWNLOADER_MIDDLEWARES), with what `scrapy startproject` writes.
-    crawler = get_crawler(settings_dict={
-        "DOWNLOADER_MIDDLEWARES": {"scrapy_politeness.PolitenessMiddleware": 950}, **given})
-    with caplog.at_level(logging.WARNING):
-        PolitenessMiddleware.from_crawler(crawler)
-    got = [r.getMessage() for r in caplog.records if "second" in r.getMessage()]
-    assert len(got) == len(warned)
-    for message, expected in zip(got, warned, strict=True):
-        assert expected in message
-
-
-def test_the_addon_leaves_no_second_throttle_to_warn_about(
-        caplog: pytest.LogCaptureFixture) -> None:
-    crawler = get_crawler(settings_dict={"ADDONS": {"scrapy_politeness.Addon": 300},
-                                         "DOWNLOAD_DELAY": 1})
-    crawler._apply_settings()
-    with caplog.at_level(logging.WARNING):
-        PolitenessMiddleware.from_crawler(crawler)
-    assert "spaces requests a second time" not in caplog.text
-
-
 def test_a_bad_value_is_one_error_line_naming_setting_and_value(
         caplog: pytest.LogCaptureFixture) -> None:
     crawler = get_crawler(settings_dict={"POLITENESS_FLOOR": "abc"})
@@ -170,11 +144,13 @@ def test_missing_redis_extra_names_the_pip_command(tmp_path: Path) -> None:
 
 
 def _error_line_comes_first(log: str, error: str) -> None:
-    """The plugin's one ERROR line stands before any traceback Scrapy prints."""
+    """The plugin's one ERROR line is all the failed start prints: no traceback after
+    it (asyncio's "Task exception was never retrieved"), no other error."""
     assert error in log, log[-3000:]
-    first_error = log.index(error)
-    assert "Traceback" not in log[:first_error]
-    assert "Task exception was never retrieved" not in log[:first_error]
+    assert "Traceback" not in log, log[-3000:]
+    assert "Task exception was never retrieved" not in log
+    errors = [line for line in log.splitlines() if " ERROR: " in line or " CRITICAL: " in line]
+    assert len(errors) == 1, errors
 
 
 @pytest.mark.integration
@@ -193,3 +169,43 @@ def test_start_line_says_one_fetch_not_one_fetches() -> None:
     settings.set("POLITENESS_DEAD_AFTER", 1, priority="project")
     line = start_line(PolitenessSettings.from_settings(settings), settings)
     assert "; dead after 1 fetch at the ceiling;" in line
+
+
+def test_a_failed_start_prints_nothing_after_its_error_line() -> None:
+    """``scrapy crawl`` re-raises a failed start from an asyncio task nobody awaits; the
+    plugin's own exception is marked retrieved, any other is reported as asyncio would."""
+    reported: list[BaseException] = []
+    ours = ValueError("POLITENESS_FLOOR must be a number, got 'abc'")
+
+    async def start(raised: BaseException) -> None:
+        quiet_failed_start(ours)
+        raise raised
+
+    def run() -> None:  # a loop of its own, in a thread: the tests may run inside one
+        loop = asyncio.new_event_loop()
+        loop.set_exception_handler(lambda _loop, context: reported.append(context["exception"]))
+        for raised in (ours, RuntimeError("another failure")):
+            task = loop.create_task(start(raised))
+            loop.run_until_complete(asyncio.wait([task]))
+            del task
+            gc.collect()
+        loop.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert [type(e) for e in reported] == [RuntimeError]
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ({}, "; queue PolitenessAwarePriorityQueue;"),
+    ({"SCHEDULER": "scrapy_redis.scheduler.Scheduler"},
+     "; the shared frontier PolitenessFrontierQueue;"),
+    ({"SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+      "SCHEDULER_QUEUE_CLASS": "scrapy_redis.queue.FifoQueue"}, "; scrapy-redis queue FifoQueue;"),
+])
+def test_start_line_names_the_queue_the_scheduler_reads(given: dict[str, str], said: str) -> None:
+    pytest.importorskip("scrapy_redis")
+    crawler = get_crawler(settings_dict={"ADDONS": {"scrapy_politeness.Addon": 300}, **given})
+    line = start_line(PolitenessSettings.from_settings(crawler.settings), crawler.settings)
+    assert said in line

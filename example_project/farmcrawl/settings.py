@@ -2,7 +2,8 @@
 
 The only line the plugin needs is ``ADDONS``: the add-on installs the
 politeness downloader middleware and switches off AutoThrottle and
-DOWNLOAD_DELAY (two throttles would fight). Everything else here is ordinary
+DOWNLOAD_DELAY (their delays would hold requests in Scrapy's downloader after
+the plugin let them go). Everything else here is ordinary
 Scrapy configuration, plus demo values for the main POLITENESS_* settings.
 """
 

@@ -25,7 +25,8 @@ _SPIDER = '''"""The scrapy-politeness demo farm (from `python -m scrapy_politene
 import socket
 
 import scrapy
-from scrapy.exceptions import CloseSpider
+
+from scrapy_politeness.startup import refuse_to_start
 
 # Where the farm listened when this file was written, and how to start it there again.
 FARM_ADDRESSES = {addresses!r}
@@ -39,19 +40,18 @@ class FarmSpider(scrapy.Spider):
     # always-503 host reach the ceiling (and be declared dead) within seconds.
     custom_settings = {settings!r}
 
-    async def start(self):
+    @classmethod
+    def from_crawler(cls, crawler, *args, **kwargs):
         # A farm that stopped or restarted on other ports would turn every URL into a
-        # DNS or connection error: say so once instead.
+        # DNS or connection error: say so in one line instead, and exit with status 1.
         for address in FARM_ADDRESSES:
             host, port = address.rsplit(":", 1)
             try:
                 socket.create_connection((host, int(port)), timeout=2).close()
             except OSError:
-                self.logger.error("The demo farm does not answer at %s: is the farm running? "
-                                  "Start it with: %s", address, FARM_COMMAND)
-                raise CloseSpider("farm_not_running") from None
-        async for item_or_request in super().start():
-            yield item_or_request
+                refuse_to_start(f"The demo farm does not answer at {{address}}: is the farm "
+                                f"running? Start it with: {{FARM_COMMAND}}")
+        return super().from_crawler(crawler, *args, **kwargs)
 
     def parse(self, response):
         yield {{"url": response.url, "status": response.status,
@@ -137,7 +137,7 @@ def instructions(farm: Any, spider_path: str | None) -> str:
     ]
     if spider_path:
         lines += [f"Spider written to {spider_path}: name 'farm', these URLs, the farm settings "
-                  "above. Crawl with (about 30 s):", "  scrapy crawl farm",
+                  "above. Crawl with (about 15 s):", "  scrapy crawl farm",
                   "The spider is valid while this farm runs; to start the farm on the same "
                   "ports again:", f"  {restart_command(farm, spider_path)}"]
     else:
@@ -181,15 +181,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"the farm did not start: {exc}", file=sys.stderr)
         return 1
     try:
-        if args.spider:
-            path = Path(args.spider)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(spider_source(start_urls(farm), demo_settings(farm),
-                                          farm_addresses(farm),
-                                          restart_command(farm, args.spider)),
-                            encoding="utf-8")
-        print(instructions(farm, args.spider), flush=True)
+        # Ctrl-C is the way to stop, also while the instructions are still being printed.
         with contextlib.suppress(KeyboardInterrupt):
+            if args.spider:
+                path = Path(args.spider)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(spider_source(start_urls(farm), demo_settings(farm),
+                                              farm_addresses(farm),
+                                              restart_command(farm, args.spider)),
+                                encoding="utf-8")
+            print(instructions(farm, args.spider), flush=True)
             stop.wait()
     finally:
         farm.stop()
