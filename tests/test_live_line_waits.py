@@ -185,3 +185,17 @@ def test_a_host_is_credited_the_time_it_alone_has_requests_waiting(
     mw.gate.submit("fast.test", None, object(), NOW + 1.25)  # one more, in the gate
     observer.tick(NOW + 1.5, 1, NOW + 1.25)
     assert mw.hosts.get("slow.test").alone == pytest.approx(0.75)
+
+
+def test_the_report_counts_the_waits_of_requests_still_queued(
+        mw: PolitenessMiddleware, clock: Clock) -> None:
+    """A crawl stopped with requests left: they waited too (4 s, then 10 s so far)."""
+    q = _queue(mw.crawler)
+    ready_at(mw, "a.test", NOW + 4)
+    _fill(mw, q, "a.test", 2, "127.0.9.2")
+    assert take(q) is not None
+    assert clock.now == NOW + 4
+    assert mw.hosts.get("a.test").queue_wait == 0.0  # credited when its queue empties...
+    mw.observer.report(NOW + 10)  # ... or at the end
+    assert mw.hosts.get("a.test").queue_wait == pytest.approx(14.0)
+    assert mw.stats.get_value("politeness/scheduler_wait_seconds") == 14.0

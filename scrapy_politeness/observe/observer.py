@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from scrapy_politeness.policy import HostState, HostTable, Outcome
     from scrapy_politeness.settings import PolitenessSettings
 
-__all__ = ["STATS", "Observer", "WaitingHosts"]
+__all__ = ["STATS", "Observer", "SchedulerWaiting", "WaitingHosts"]
 
 logger = logging.getLogger("scrapy_politeness.middleware")
 
@@ -50,6 +50,16 @@ class WaitingHosts(Protocol):
         ...
 
 
+class SchedulerWaiting(WaitingHosts, Protocol):
+    """A scheduler queue's waits: also the request-seconds waited there."""
+
+    total: float
+
+    def credit(self, now: float) -> None:
+        """Hand every host's waits so far to its state."""
+        ...
+
+
 class Observer:
     """Stats under ``politeness/``, the JSONL trace, the log line and the report."""
 
@@ -59,14 +69,14 @@ class Observer:
         self.stats = stats
         self.hosts = hosts
         self.gate = gate
-        self.queues: list[WaitingHosts] = []  # the scheduler queues' waits (memory, disk)
+        self.queues: list[SchedulerWaiting] = []  # the scheduler queues' waits (memory, disk)
         self._last_tick = self._last_line = math.inf
         self.trace: TraceWriter | None = None
         self.start = 0.0  # the crawl start on the loop's clock (trace times)
         self.waits = PeriodWaits()
         self.next_log = math.inf
 
-    def watch(self, queue: WaitingHosts) -> None:
+    def watch(self, queue: SchedulerWaiting) -> None:
         """Read ``queue``'s waits too (a scheduler queue registers itself)."""
         self.queues.append(queue)
 
@@ -214,11 +224,14 @@ class Observer:
         ]
 
     def report(self, now: float | None = None) -> None:
+        if now is not None:
+            for queue in self.queues:
+                queue.credit(now)
         rows = self.host_report(self.settings.report_hosts, now)
         waited = self.stats.get_value(STATS + "wait_seconds")
         if waited is not None:  # a sum of floats: 164.302535222002 helps nobody
             self.stats.set_value(STATS + "wait_seconds", round(waited, 3))
-        queued = sum(getattr(queue, "total", 0.0) for queue in self.queues)
+        queued = sum(queue.total for queue in self.queues)
         if queued:
             self.stats.set_value(STATS + "scheduler_wait_seconds", round(queued, 3))
         if self.settings.report_stat:

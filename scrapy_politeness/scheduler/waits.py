@@ -3,8 +3,9 @@
 Requests wait in the scheduler queue more than in the gate, so the live line
 and the report read them here. Each host entry counts its queue's
 request-seconds (its length integrated over time, which is the sum of its
-requests' waits) at each push and pop: O(1), no time kept per request. A pop
-credits them to the host's state (``HostState.queue_wait``). The observer reads
+requests' waits) at each push and pop: O(1), no time kept per request. The
+pop that empties a host's queue credits them to the host's state
+(``HostState.queue_wait``), and the closing report all that is left. The observer reads
 the hosts with requests queued once per period, O(active hosts), and counts
 them every tick in O(1).
 """
@@ -43,13 +44,26 @@ class SchedulerWaits:
         host.counted = now
 
     def popped(self, host: HostEntry, key: str, now: float) -> None:
-        """A request of ``host`` left; its waits go to the host's state (kept on the
-        entry while the gate has no state for it yet)."""
-        self.count(host, len(host.queue) + 1, now)
+        """A request of ``host`` left; once its queue is empty, its waits go to the
+        host's state (:meth:`credit` hands over the rest at the end)."""
+        left = len(host.queue)
+        self.count(host, left + 1, now)
+        if not left:
+            self._credit(key, host)
+
+    def _credit(self, key: str, host: HostEntry) -> None:
+        """Hand ``host``'s counted waits to its state (kept while it has none yet)."""
         state = self.hosts.peek(key)
         if state is not None:
             state.queue_wait += host.waited
             host.waited = 0.0
+
+    def credit(self, now: float) -> None:
+        """Hand every host's waits so far to its state (for the closing report)."""
+        for key, host in self.index.hosts.items():
+            self.count(host, len(host.queue), now)
+            if host.waited:
+                self._credit(key, host)
 
     # -- what the observer reads ------------------------------------------------
 
