@@ -2,7 +2,9 @@
 
 One observer per crawler, fed by the middleware at each decision. The trace is
 None when off, and that one test is all the hot path pays for it
-(docs/usage/observability.md).
+(docs/usage/observability.md). Where requests wait it reads from the scheduler
+queues (each registers with :meth:`Observer.watch`) and the gate: per live
+line O(hosts with requests waiting), per tick O(1).
 """
 
 from __future__ import annotations
@@ -182,10 +184,9 @@ class Observer:
         """The live line now: where requests wait, who holds the end, O(active hosts).
         Resets the period's waits."""
         left: dict[str, int] = {}
-        queued: int | None = None
+        queued = 0
         queued_since = now
         for queue in self.queues:
-            queued = queued or 0
             for key, n, since in queue.waiting_hosts():
                 queued += n
                 left[key] = left.get(key, 0) + n
@@ -197,7 +198,7 @@ class Observer:
         period = now - self._last_line
         rate = self.waits.count / period if period > 0 else 0.0
         found = holders(left, self.hosts, now, rate, max(self.settings.log_interval, 1.0))
-        where = where_text(queued, now - queued_since, waiting,
+        where = where_text(queued if self.queues else None, now - queued_since, waiting,
                            now - oldest if oldest is not None else 0.0)
         return snapshot(self.hosts, self.waits, where, holders_text(found) if found else "")
 
