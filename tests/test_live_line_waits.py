@@ -199,3 +199,15 @@ def test_the_report_counts_the_waits_of_requests_still_queued(
     mw.observer.report(NOW + 10)  # ... or at the end
     assert mw.hosts.get("a.test").queue_wait == pytest.approx(14.0)
     assert mw.stats.get_value("politeness/scheduler_wait_seconds") == 14.0
+
+
+@pytest.mark.parametrize(("queued", "gate", "said"), [
+    (412, 3, "412 waiting in the scheduler (oldest 31.2s), 3 in the gate (oldest 0.4s)"),
+    (0, 0, "0 waiting in the scheduler, 0 in the gate"),
+    (None, 3, "3 waiting in the gate (oldest 0.4s)"),  # another scheduler queue: all wait there
+    (None, 0, "0 waiting in the gate"),
+])
+def test_where_requests_wait(queued: int | None, gate: int, said: str) -> None:
+    from scrapy_politeness.observe.live_line import where_text
+
+    assert where_text(queued, 31.24, gate, 0.4) == said
