@@ -93,7 +93,7 @@ class PolitenessMiddleware:
         self.slip = SendSlip(self.hosts, self.ips, settings.send_margin)
         self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check)
         self.slip.on_earlier = self.driver.retime
-        self.observer = Observer(settings, self.stats, self.hosts)
+        self.observer = Observer(settings, self.stats, self.hosts, self.gate)
         self.dropped = DroppedHosts(self.hosts, self.driver, self.observer, self.stats)
         self.buckets = RequestBuckets(settings, self.gate.eligibility, self.dns, self.keys,
                                       stats=self.stats)
@@ -285,7 +285,7 @@ class PolitenessMiddleware:
         self.observer.sync_dns_stats(self.dns)
         now = self.loop.time() if self.loop is not None else None
         self.jobstate.save(self.hosts, self.ips, now or 0.0, self.stats)
-        self.observer.report()
+        self.observer.report(now)
         self.observer.close(now)
 
     def host_report(self, top: int | None = None) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import pytest
 from scrapy.utils.test import get_crawler
 
 from scrapy_politeness.middleware import PolitenessMiddleware
-from scrapy_politeness.observe.live_line import LOG_FORMAT, PeriodWaits, snapshot
+from scrapy_politeness.observe.live_line import LOG_FORMAT, PeriodWaits, report_text, snapshot
 from scrapy_politeness.policy import Config, HostTable
 from scrapy_politeness.settings import PolitenessSettings
 
@@ -36,8 +36,8 @@ def test_snapshot_counts_backing_off_and_dead_hosts() -> None:
     waits = PeriodWaits()
     waits.add(0.5)
     waits.add(1.5)
-    snap = snapshot(table, waits, waiting=7, oldest_wait=12.5)
-    assert (snap.hosts, snap.waiting, snap.oldest_wait) == (5, 7, 12.5)
+    snap = snapshot(table, waits, "7 waiting in the gate (oldest 12.5s)")
+    assert (snap.hosts, snap.where) == (5, "7 waiting in the gate (oldest 12.5s)")
     assert (snap.dispatched, snap.mean_wait, snap.max_wait) == (2, 1.0, 1.5)
     assert (snap.backing_off, snap.dead) == (1, 1)
 
@@ -47,12 +47,12 @@ def test_log_line_uses_lazy_args(caplog: pytest.LogCaptureFixture) -> None:
     table.get("a.test").adaptive = 2.0
     log = logging.getLogger("test.politeness")
     with caplog.at_level(logging.INFO, logger="test.politeness"):
-        snapshot(table, PeriodWaits(), 3, 4.25).log(log)
+        snapshot(table, PeriodWaits(), "3 waiting in the gate (oldest 4.2s)").log(log)
     (record,) = caplog.records
     assert record.msg == LOG_FORMAT  # formatted only when emitted
     assert record.getMessage() == (
-        "Politeness: 1 host, 3 waiting in the gate (oldest 4.2s); 0 dispatched "
-        "(wait mean 0.00s, max 0.00s); 1 host backing off, 0 dead")
+        "Politeness: 3 waiting in the gate (oldest 4.2s); 0 dispatched "
+        "(gate wait mean 0.00s, max 0.00s); 1 host, 1 backing off, 0 dead")
 
 
 @pytest.mark.parametrize(
@@ -106,45 +106,53 @@ def test_middleware_log_line_reports_the_oldest_waiter(
     mw.hosts.get("a.test").adaptive = 3.0
     with caplog.at_level(logging.INFO, logger="scrapy_politeness.middleware"):
         mw.observer.next_log = 25.0  # the line is due
-        mw.observer.tick(25.0, mw.gate.waiting, next(iter(mw.driver.waiters.values())))
+        mw.observer.tick(25.0, len(mw.driver.waiters), next(iter(mw.driver.waiters.values())))
     assert caplog.records[-1].getMessage() == (
-        "Politeness: 1 host, 0 waiting in the gate (oldest 15.0s); 1 dispatched "
-        "(wait mean 2.00s, max 2.00s); 1 host backing off, 0 dead")
+        "Politeness: 2 waiting in the gate (oldest 15.0s); 1 dispatched "
+        "(gate wait mean 2.00s, max 2.00s); 1 host, 1 backing off, 0 dead")
 
 
-def test_closing_report_lists_the_hosts_that_waited_most(
+def test_closing_report_lists_the_hosts_that_held_the_crawl_longest(
         caplog: pytest.LogCaptureFixture) -> None:
-    mw = _middleware(POLITENESS_REPORT_HOSTS=2, POLITENESS_REPORT_STAT=True)
-    facts = {  # host: (requests, waited, adaptive, backoffs, crawl-delay, dead)
-        "cheap.test": (50, 1.0, 1.0, None, 0.0, False),
-        "costly.test": (12, 40.0, 8.0, {"429": 2, "5xx": 1}, 0.0, False),
-        "delayed.test": (5, 20.0, 1.0, None, 4.0, False),
-        "gone.test": (6, 5.0, 60.0, {"transport": 6}, 0.0, True),
+    mw = _middleware(POLITENESS_REPORT_HOSTS=2, POLITENESS_REPORT_STAT=True,
+                     POLITENESS_CEILING=30.0)
+    facts = {  # host: (requests, alone, scheduler, gate, adaptive, backoffs, crawl-delay, dead)
+        "cheap.test": (50, 0.0, 3.0, 1.0, 1.0, None, 0.0, False),
+        "costly.test": (12, 0.0, 300.0, 40.0, 8.0, {"429": 2, "5xx": 1}, 0.0, False),
+        "slow.test": (10, 125.0, 1350.0, 0.4, 30.0, {"5xx": 10}, 0.0, False),
+        "delayed.test": (5, 0.0, 20.0, 20.0, 1.0, None, 4.0, False),
+        "gone.test": (6, 0.0, 5.0, 5.0, 30.0, {"transport": 6}, 0.0, True),
     }
-    for host, (requests, waited, adaptive, backoffs, delay, dead) in facts.items():
+    for host, (requests, alone, queued, waited, adaptive, backoffs, delay, dead) in facts.items():
         s = mw.hosts.get(host)
-        s.requests, s.waited, s.adaptive = requests, waited, adaptive
-        s.backoffs, s.crawl_delay, s.dead = backoffs, delay, dead
+        s.requests, s.alone, s.queue_wait, s.waited = requests, alone, queued, waited
+        s.adaptive, s.backoffs, s.crawl_delay, s.dead = adaptive, backoffs, delay, dead
     with caplog.at_level(logging.INFO, logger="scrapy_politeness.middleware"):
-        mw.observer.report()
+        mw.observer.report(0.0)
     assert mw.stats.get_value("politeness/report") == [
-        {"host": "costly.test", "requests": 12, "waited": 40.0, "interval": 8.0,
+        {"host": "slow.test", "requests": 10, "alone": 125.0, "scheduler_wait": 1350.0,
+         "waited": 0.4, "interval": 30.0, "state": "ceiling", "backoffs": {"5xx": 10},
+         "crawl_delay": 0.0, "dead": False},
+        {"host": "costly.test", "requests": 12, "alone": 0.0, "scheduler_wait": 300.0,
+         "waited": 40.0, "interval": 8.0, "state": "backing-off",
          "backoffs": {"429": 2, "5xx": 1}, "crawl_delay": 0.0, "dead": False},
-        {"host": "delayed.test", "requests": 5, "waited": 20.0, "interval": 4.0,
-         "backoffs": {}, "crawl_delay": 4.0, "dead": False},
     ]
     text = caplog.records[-1].getMessage()
-    assert text.startswith("Politeness report (hosts that waited most):")
-    assert "costly.test: 12 requests, waited 40.0s, interval 8s, backoffs 429:2 5xx:1" in text
-    assert "delayed.test: 5 requests, waited 20.0s, interval 4s, backoffs none, crawl-delay 4s" \
-        in text
+    assert text.startswith("Politeness report (hosts that held the crawl longest):")
+    assert ("  slow.test: the only host with requests waiting for 2m05s; 10 requests waited "
+            "22m30s (22m30s in the scheduler, 0.4s in the gate); interval 30s, at its ceiling; "
+            "backoffs 5xx:10") in text
+    assert ("  costly.test: 12 requests waited 5m40s (5m00s in the scheduler, 40.0s in the "
+            "gate); interval 8s, backing off; backoffs 429:2 5xx:1") in text
     assert "cheap.test" not in text
     # Every host, dead ones flagged, when asked for more rows than hosts.
     rows = mw.host_report(10)
-    assert [r["host"] for r in rows] == ["costly.test", "delayed.test", "gone.test",
-                                         "cheap.test"]
-    assert rows[2]["dead"] is True
-    assert rows[2]["backoffs"] == {"transport": 6}
+    assert [r["host"] for r in rows] == ["slow.test", "costly.test", "delayed.test",
+                                         "gone.test", "cheap.test"]
+    assert rows[2]["state"] == "crawl-delay"
+    assert rows[3]["dead"] is True
+    assert rows[3]["backoffs"] == {"transport": 6}
+    assert "crawl-delay 4s" in report_text(rows)
 
 
 def test_report_is_in_the_log_not_the_stats_by_default(caplog: pytest.LogCaptureFixture) -> None:
@@ -153,7 +161,7 @@ def test_report_is_in_the_log_not_the_stats_by_default(caplog: pytest.LogCapture
     with caplog.at_level(logging.INFO, logger="scrapy_politeness.middleware"):
         mw.observer.report()
     assert mw.stats.get_value("politeness/report") is None
-    assert "a.test: 1 request," in caplog.records[-1].getMessage()
+    assert "a.test: 1 request waited" in caplog.records[-1].getMessage()
 
 
 def test_report_numbers_carry_no_float_noise(caplog: pytest.LogCaptureFixture) -> None:
@@ -177,17 +185,16 @@ def test_wait_seconds_stat_is_rounded_at_the_end() -> None:
 
 def test_counts_of_one_are_singular_in_every_line() -> None:
     """"1 hosts", "1 requests", "1 fetches" read as a bug to a user."""
-    from scrapy_politeness.observe.live_line import plural, report_text
+    from scrapy_politeness.observe.live_line import plural
 
     assert [plural(n, "host") for n in (0, 1, 2)] == ["0 hosts", "1 host", "2 hosts"]
     assert plural(1, "fetch", "fetches") == "1 fetch"
     assert plural(5, "fetch", "fetches") == "5 fetches"
-    row = {"host": "a.test", "requests": 1, "waited": 0.0, "interval": 1.0, "backoffs": {},
-           "crawl_delay": 0.0, "dead": False}
-    assert report_text([row]).startswith("  a.test: 1 request, waited")
-    two = LOG_FORMAT % (2, "s", 0, 0.0, 0, 0.0, 0.0, 2, "s", 0)
-    assert two.startswith("Politeness: 2 hosts,")
-    assert "; 2 hosts backing off" in two
+    row = {"host": "a.test", "requests": 1, "alone": 0.0, "scheduler_wait": 0.0, "waited": 0.0,
+           "interval": 1.0, "state": "", "backoffs": {}, "crawl_delay": 0.0, "dead": False}
+    assert report_text([row]).startswith("  a.test: 1 request waited")
+    one = LOG_FORMAT % ("", 0, 0.0, 0.0, 1, "", 1, 0, "")
+    assert "; 1 host, 1 backing off" in one
 
 
 @pytest.mark.parametrize(("dead_after", "said"), [(1, "for 1 consecutive fetch;"),

@@ -179,5 +179,5 @@ def test_crawl_trace_has_one_dispatch_per_arrival(farm_factory: Any, tmp_path: P
                    for r in mine), (item, mine)
     assert all(item["waited"] >= 0 and item["interval"] >= 0.3 for item in result.items)
     # The periodic log line ran (every 0.5 s here).
-    assert "Politeness: 2 hosts, " in result.log
-    assert re.search(r"; \d+ hosts? backing off, \d+ dead", result.log)
+    assert re.search(r"Politeness: \d+ waiting in the scheduler.*; 2 hosts, \d+ backing off, "
+                     r"\d+ dead", result.log)

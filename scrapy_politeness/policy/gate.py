@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -85,6 +86,18 @@ class Gate(Generic[T]):
     def waiting_for(self, key: str) -> int:
         q = self._queues.get(key)
         return len(q) if q else 0
+
+    def waiting_hosts(self) -> Iterator[tuple[str, int, float]]:
+        """(key, requests waiting, since when it has had some) of every host with
+        requests waiting: for the live line, O(those hosts)."""
+        for key, since in self._since.items():
+            q = self._queues.get(key)
+            if q:
+                yield key, len(q), since
+
+    def waiting_host_count(self) -> int:
+        """Hosts with requests waiting, O(1)."""
+        return len(self._since)
 
     def in_flight(self, key: str) -> int:
         return self._in_flight.get(key, 0)

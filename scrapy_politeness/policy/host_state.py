@@ -50,6 +50,11 @@ class HostState:
     # host has had requests waiting there, and how many are left (-1: unknown).
     queued_since: float = float("inf")
     backlog: int = -1
+    # What the report says of the host (this run only): request-seconds its
+    # requests waited in the scheduler queue, and the seconds it was the only
+    # host with requests waiting (the crawl ran for it alone).
+    queue_wait: float = 0.0
+    alone: float = 0.0
 
     def interval(self) -> float:
         """The clamped interval in force now."""

@@ -27,9 +27,12 @@ class HostEntry:
     yet, or the gate ignores them); ``readiness``: the gate's view from its last
     estimate; ``since``: when it last got a request with none queued (its
     estimate is never earlier: hosts that became ready take turns in that
-    order, and an estimate does not go stale as time passes)."""
+    order, and an estimate does not go stale as time passes). ``waited``: the
+    request-seconds its queue held since ``counted`` not yet credited to the
+    host's state (:mod:`~scrapy_politeness.scheduler.waits`)."""
 
-    __slots__ = ("finishing", "group", "hostname", "key", "queue", "readiness", "seq", "since")
+    __slots__ = ("counted", "finishing", "group", "hostname", "key", "queue", "readiness", "seq",
+                 "since", "waited")
 
     def __init__(self, key: str, queue: HostQueue) -> None:
         self.key = key
@@ -40,6 +43,8 @@ class HostEntry:
         self.group: IPGroup | None = None
         self.since = 0.0
         self.finishing = False  # served, and down to its last request (see IPGroup)
+        self.waited = 0.0
+        self.counted = 0.0
 
 
 class IPGroup:

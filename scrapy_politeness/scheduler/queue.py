@@ -31,6 +31,7 @@ from scrapy_politeness.policy import ip_literal
 from scrapy_politeness.scheduler.handed_out import Waker, gate_of, handed_out_for
 from scrapy_politeness.scheduler.host_heap import HostEntry, HostHeap
 from scrapy_politeness.scheduler.host_queue import HostQueue, MemoryHostQueue, memory_order
+from scrapy_politeness.scheduler.waits import SchedulerWaits
 from scrapy_politeness.scrapy_internals import wake_engine
 
 if TYPE_CHECKING:
@@ -49,11 +50,8 @@ _LEAD = 0.02
 
 
 def clock() -> float:
-    """Now on the event loop's clock, the one the gate's instants are on.
-
-    The queue reads time only through this module attribute, so tests can
-    replace it.
-    """
+    """Now on the event loop's clock, the one the gate's instants are on (the queue
+    reads time only through this module attribute, so tests can replace it)."""
     try:
         return asyncio.get_running_loop().time()
     except RuntimeError:
@@ -63,13 +61,13 @@ def clock() -> float:
 class PolitenessAwarePriorityQueue:
     """Hands out a request only once its host and IP buckets are eligible.
 
-    Use as ``SCHEDULER_PRIORITY_QUEUE`` (the add-on sets it). A host key's
-    estimate counts the requests handed out that the gate has not released
-    yet (:meth:`~.handout.HandedOut.estimate`). ``pop`` hands out the soonest
-    request if that estimate is now; otherwise it returns None and arms one
-    timer that wakes the engine then. A host whose name is not cached yet is
-    held until its lookup ends (a failed lookup is eligible at once: the
-    middleware fails it fast). Without the middleware hosts take turns.
+    Use as ``SCHEDULER_PRIORITY_QUEUE`` (the add-on sets it). A host key's estimate
+    counts the requests handed out that the gate has not released yet. ``pop`` hands
+    out the soonest request if that estimate is now; else it returns None and arms
+    one timer that wakes the engine then. A host whose name is not cached yet is
+    held until its lookup ends (a failed lookup is eligible at once: the middleware
+    fails it fast). Without the middleware hosts take turns. Its waits are counted
+    for the live line and the report (:mod:`.waits`).
     """
 
     @classmethod
@@ -95,8 +93,11 @@ class PolitenessAwarePriorityQueue:
         self._tick = 0.0  # the round-robin clock when there is no middleware
         self._len = 0
         self._waker = Waker(crawler, None if self._mw is None else self._woke)
+        self._waits: SchedulerWaits | None = None
         if self._mw is not None:
             self._mw.add_listener(self._retime)
+            self._waits = SchedulerWaits(self._index, self._mw.hosts)
+            self._mw.observer.watch(self._waits)
         now = clock() if self._mw is not None else self._tick
         self._len = saved_state.restore(saved, self._pqfactory, self._index, now)
 
@@ -130,11 +131,8 @@ class PolitenessAwarePriorityQueue:
                                   self._mw.ips.floor)  # type: ignore[union-attr]
 
     def _retime(self, key: str) -> None:
-        """The gate changed ``key``'s buckets (feedback, Crawl-delay): estimate it anew.
-
-        Heap entries are lower bounds, so a host that became eligible EARLIER
-        (a narrowed interval) would otherwise wait for its stale entry.
-        """
+        """The gate changed ``key``'s buckets (feedback, Crawl-delay): estimate it anew
+        (entries are lower bounds: one eligible EARLIER would wait for its stale entry)."""
         host = self._index.hosts.get(key)
         if host is None or not host.seq or host.hostname is None:
             return
@@ -172,8 +170,11 @@ class PolitenessAwarePriorityQueue:
         index = self._index
         host = index.hosts.get(key)
         if host is not None:
+            before = len(host.queue)
             host.queue.push(request)  # may raise (unserializable): nothing changed
             self._len += 1
+            if self._waits is not None:
+                self._waits.count(host, before, clock())
             if host.seq or key not in index.idle:
                 return  # in the heap already, or its name is being resolved
             index.wake(key)
@@ -246,6 +247,7 @@ class PolitenessAwarePriorityQueue:
         """Count ``request`` as handed out; the host's next own estimate."""
         if key == IGNORED:
             return now
+        self._waits.popped(host, key, now)  # type: ignore[union-attr]  # mw: see callers
         hostname = urlparse_cached(request).hostname
         readiness = host.readiness  # from settle's fresh estimate, at this same instant
         if readiness is None or hostname != host.hostname:
@@ -260,9 +262,9 @@ class PolitenessAwarePriorityQueue:
 
     def next_eligible(self) -> float:
         """When ``pop`` will next hand out a request (``inf`` when empty or resolving)."""
-        if self._mw is None:
-            return clock() if self._index.top() is not None else math.inf
-        return self._settle(clock())[2]
+        if self._mw is not None:
+            return self._settle(clock())[2]
+        return clock() if self._index.top() is not None else math.inf
 
     def peek(self) -> Request | None:
         """The request ``pop`` would hand out next (needs a downstream ``peek``)."""
@@ -275,11 +277,9 @@ class PolitenessAwarePriorityQueue:
         saved_state.reclaim(self.key, key)
 
     def close(self) -> dict[str, list[int]]:
-        """Close every host queue; the state to persist is ``{key: priorities}``.
-
-        A disk queue first takes back the requests handed out that never
-        reached the downloader (:func:`~scrapy_politeness.jobdir.queue_state.rescue`).
-        """
+        """Close every host queue; the state to persist is ``{key: priorities}``. A disk
+        queue first takes back the requests handed out that never reached the
+        downloader (:func:`~scrapy_politeness.jobdir.queue_state.rescue`)."""
         if self.key:
             saved_state.rescue(self._handed, self.push, self.crawler.stats)
         state = {}
