@@ -88,7 +88,8 @@ class PolitenessMiddleware:
         self.dns = DnsCache(
             nameservers=settings.dns_nameservers, timeout=settings.dns_timeout,
             min_ttl=settings.dns_min_ttl, max_ttl=settings.dns_max_ttl,
-            negative_ttl=settings.dns_negative_ttl, hosts_file=settings.dns_hosts_file)
+            negative_ttl=settings.dns_negative_ttl, hosts_file=settings.dns_hosts_file,
+            resolv_conf=settings.dns_resolv_conf)
         self.keys = HostKeys(settings.grouping, settings.ip_exempt)
         self.slip = SendSlip(self.hosts, self.ips, settings.send_margin)
         self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check)
