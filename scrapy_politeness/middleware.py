@@ -30,6 +30,7 @@ from scrapy_politeness.distributed import make_backend
 from scrapy_politeness.distributed.booking import booked_start, go_as_booked
 from scrapy_politeness.distributed.sync import SharedSync
 from scrapy_politeness.dns.cache import DnsCache
+from scrapy_politeness.downloader.address_fallback import AddressFallback
 from scrapy_politeness.downloader.crawl_delays import CrawlDelays
 from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
 from scrapy_politeness.downloader.estimates import NETWORK_SCHEMES, Readiness, RequestBuckets
@@ -114,7 +115,7 @@ class PolitenessMiddleware:
         self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
         self.tickets = Tickets(crawler, driver=self.driver, outcomes=self.outcomes,
-                               hosts=self.hosts)
+                               hosts=self.hosts, fallback=AddressFallback(self.dns, self.stats))
         self._dispatched = self.tickets.held  # request -> its dispatch, until its slot is freed
         self.watchdog = Watchdog(self.gate, self.driver, self.hosts, self.stats,
                                  timeout=crawler.settings.getfloat("DOWNLOAD_TIMEOUT"),
@@ -232,8 +233,9 @@ class PolitenessMiddleware:
         self.tickets.response(request, response)
         return response
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
+    def process_exception(self, request: Request, exception: Exception) -> Request | None:
         self.tickets.exception(request, exception)
+        return AddressFallback.again(request)  # the name's next address, if it has one
 
     def _chores(self, now: float) -> None:
         self.tickets.sweep()

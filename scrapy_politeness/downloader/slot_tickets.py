@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from scrapy_politeness.downloader.address_fallback import AddressFallback
     from scrapy_politeness.downloader.feedback import Outcomes
     from scrapy_politeness.downloader.gate_driver import GateDriver
     from scrapy_politeness.downloader.send_lateness import Dispatch
@@ -54,7 +55,7 @@ class Tickets:
     """The held slots of one crawler: ``held`` maps a request to its dispatch."""
 
     def __init__(self, crawler: Crawler, *, driver: GateDriver, outcomes: Outcomes,
-                 hosts: HostTable) -> None:
+                 hosts: HostTable, fallback: AddressFallback | None = None) -> None:
         self.crawler = crawler
         self.driver = driver
         self.outcomes = outcomes
@@ -62,6 +63,7 @@ class Tickets:
         self.stats = crawler.stats
         self.held: dict[Request, Dispatch] = {}
         self.proxy = ProxyFailures(self.stats, driver.done)  # outcomes that are the proxy's
+        self.fallback = fallback  # a connection the address refused: the name's next address
         crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
         crawler.signals.connect(self._left, signal=signals.request_left_downloader)
 
@@ -100,6 +102,9 @@ class Tickets:
             return
         if self.proxy.raised(request, exception, dispatch.key):
             return  # the proxy failed: nothing to learn about the site
+        if self.fallback is not None and self.fallback.failed(request, exception, dispatch.ip):
+            self.driver.done(dispatch.key)  # the next address is tried before the host learns
+            return
         kind = classify_exception(exception)
         if not reached_server(kind):  # no server saw it: nothing to back off from
             self.stats.inc_value(STATS + kind.value)
