@@ -64,6 +64,7 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_DNS_PIN": True,
     "POLITENESS_DNS_HOSTS_FILE": "/etc/hosts",
     "POLITENESS_DNS_RESOLV_CONF": "/etc/resolv.conf",
+    "POLITENESS_PROXY_LOCAL_DNS": True,
     "POLITENESS_REPORT_HOSTS": 10,
     "POLITENESS_REPORT_STAT": False,
     "POLITENESS_BACKEND": "memory",
@@ -126,6 +127,7 @@ class PolitenessSettings:
     dns_pin: bool
     dns_hosts_file: str | None
     dns_resolv_conf: str | None
+    proxy_local_dns: bool
     report_hosts: int
     backend: str
     namespace: str | None
@@ -207,6 +209,8 @@ class PolitenessSettings:
             dns_pin=boolean("POLITENESS_DNS_PIN", raw("POLITENESS_DNS_PIN")),
             dns_hosts_file=hosts_file,
             dns_resolv_conf=resolv_conf,
+            proxy_local_dns=boolean("POLITENESS_PROXY_LOCAL_DNS",
+                                    raw("POLITENESS_PROXY_LOCAL_DNS")),
             report_hosts=number("POLITENESS_REPORT_HOSTS", raw("POLITENESS_REPORT_HOSTS"),
                                  integer=True),
             backend=backend_url(raw("POLITENESS_BACKEND")),

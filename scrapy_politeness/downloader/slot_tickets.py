@@ -83,8 +83,8 @@ class Tickets:
         dispatch = self.held.pop(request, None)
         if dispatch is None:
             return
-        if self.proxy.answered(request, response.status, dispatch.key):
-            return  # the proxy's own answer (407): the site was never asked
+        if self.proxy.answered(request, response, dispatch.key):
+            return  # the proxy's own answer (407, a name it cannot resolve): the site was not asked
         loop = self.driver.loop
         assert loop is not None
         now = loop.time()  # an HTTP-date is measured on the server's clock
