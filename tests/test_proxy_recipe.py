@@ -8,6 +8,7 @@ must go through the proxy and end as the demo does without one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -49,8 +50,10 @@ def _listening(host: str, port: int) -> bool:
 
 
 def _stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM) -> None:
+    """Stop the command's whole process group: ``sh -c`` may have forked it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
     if proc.poll() is None:
-        proc.send_signal(sig)
         try:
             proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:
@@ -77,13 +80,15 @@ def test_the_demo_farm_recipe_crawls_through_tinyproxy(tmp_path: Path) -> None:
     (project / "tinyproxy.conf").write_text(conf + "\n", encoding="utf-8")
     proxy_log = (project / "proxy.log").open("w")
     farm = subprocess.Popen(["sh", "-c", f"exec {farm_cmd}"], cwd=project, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     proxy: subprocess.Popen[str] | None = None
     try:
         _read_until_ready(farm)
         assert "alpha.farm.test" in (project / "farm-hosts").read_text(encoding="utf-8")
         proxy = subprocess.Popen(["sh", "-c", proxy_cmd], cwd=project, env=env,
-                                 stdout=proxy_log, stderr=subprocess.STDOUT, text=True)
+                                 stdout=proxy_log, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True)
         deadline = time.monotonic() + 10
         while not _listening("127.0.0.1", port):
             if proxy.poll() is not None:
