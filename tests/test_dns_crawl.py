@@ -46,6 +46,12 @@ def test_every_page_is_fetched_when_dns_loses_datagrams(farm_factory: Any, dns: 
     assert fetched == {(h, f"/p/{p}") for h in hosts for p in range(PAGES)}
     assert sum(farm.dns_dropped().values()) >= (names if dns["mode"] == "drop_first" else 1)
     assert result.stat("downloader/response_status_count/200") == len(urls)
+    # Retransmitted inside the lookup, not retried by Scrapy: without the
+    # retransmission every page would still come (RetryMiddleware asks again),
+    # but only after a failed lookup and a retried request.
+    assert result.stat("politeness/dns/failures") == 0
+    assert result.stat("politeness/dns/timeout") == 0
+    assert result.stat("retry/count") == 0
     assert "Traceback" not in result.log
 
 
