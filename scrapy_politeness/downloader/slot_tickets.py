@@ -11,7 +11,7 @@ back at the first of:
   Retry-After are fed back, before any middleware sees it;
 - ``request_left_downloader`` after a failed download: Scrapy sends it from
   the ``finally`` of its download, so the exception on its way out
-  (``sys.exc_info()``) is fed back as ``process_exception`` would (checked
+  (``scrapy_internals.exception_leaving``) is fed back as ``process_exception`` would (checked
   against the installed Scrapy by tests/test_slot_release.py; should that
   change, the plugin's own hook or the sweep still frees the slot);
 - the plugin's ``process_response``/``process_exception``, for an answer that
@@ -24,7 +24,6 @@ back at the first of:
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +34,7 @@ from scrapy_politeness.downloader.failure_kinds import classify_exception
 from scrapy_politeness.downloader.proxies import ProxyFailures
 from scrapy_politeness.observe.observer import STATS
 from scrapy_politeness.policy import reached_server, retry_after_seen
-from scrapy_politeness.scrapy_internals import downloader_active
+from scrapy_politeness.scrapy_internals import downloader_active, exception_leaving
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -121,7 +120,7 @@ class Tickets:
         # Sent from the ``finally`` of Scrapy's download: with no response
         # signalled first, the exception being raised there is its outcome.
         if request in self.held:
-            exc = sys.exc_info()[1]
+            exc = exception_leaving()
             if exc is not None:
                 self.exception(request, exc)
             # else: left for process_exception, or the sweep
