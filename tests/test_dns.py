@@ -469,3 +469,4 @@ def test_two_crawlers_closing_in_any_order_restore_the_reactor_resolver(a_first:
         assert reactor.nameResolver is original
     finally:
         reactor.installNameResolver(original)
+

@@ -69,8 +69,12 @@ def make_resolver(nameservers: tuple[tuple[str, int], ...], timeout: float, trie
     elif found:
         resolver.nameservers = on_plain_sockets(resolver)
     else:
-        logger.warning("No nameserver in %s; resolving with getaddrinfo", resolv_conf)
-        return None
+        try:  # the platform's own configuration (Windows: the registry)
+            resolver = dns.asyncresolver.Resolver()
+        except dns.resolver.NoResolverConfiguration:
+            logger.warning("No nameserver in %s; resolving with getaddrinfo", resolv_conf)
+            return None
+        resolver.nameservers = on_plain_sockets(resolver)
     resolver.use_search_by_default = True
     resolver.lifetime = timeout
     resolver.timeout = timeout / tries
