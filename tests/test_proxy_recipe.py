@@ -100,6 +100,12 @@ def test_the_demo_farm_recipe_crawls_through_tinyproxy(tmp_path: Path) -> None:
             time.sleep(0.05)
         crawl = subprocess.run(["sh", "-c", crawl_cmd], cwd=project, env=env,
                                capture_output=True, text=True, timeout=180, check=False)
+        variant = re.search(r"`(-s POLITENESS_PROXY_LOCAL_DNS=False)`",
+                            PAGE.read_text(encoding="utf-8"))
+        assert variant is not None
+        no_lookup = subprocess.run(["sh", "-c", f"{crawl_cmd} {variant.group(1)}"], cwd=project,
+                                   env=env, capture_output=True, text=True, timeout=180,
+                                   check=False)
     finally:
         if proxy is not None:
             _stop(proxy)
@@ -111,5 +117,9 @@ def test_the_demo_farm_recipe_crawls_through_tinyproxy(tmp_path: Path) -> None:
     assert "Host broken.farm.test declared dead" in log
     assert "'politeness/proxy/errors'" not in log, log[-4000:]
     assert "'downloader/response_status_count/200'" in log
+    log = no_lookup.stdout + no_lookup.stderr  # the page's variant: no local lookup
+    assert no_lookup.returncode == 0, log[-4000:]
+    assert "'politeness/dns/lookups': 0," in log, log[-4000:]
+    assert "Host broken.farm.test declared dead" in log
     seen = (project / "proxy.log").read_text(errors="replace")
     assert "alpha.farm.test" in seen, seen[-2000:]  # the pages went through the proxy
