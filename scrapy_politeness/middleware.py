@@ -30,6 +30,7 @@ from scrapy_politeness.distributed import make_backend
 from scrapy_politeness.distributed.booking import booked_start, go_as_booked
 from scrapy_politeness.distributed.sync import SharedSync
 from scrapy_politeness.dns.cache import DnsCache
+from scrapy_politeness.downloader.address_fallback import AddressFallback
 from scrapy_politeness.downloader.crawl_delays import CrawlDelays
 from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
 from scrapy_politeness.downloader.estimates import NETWORK_SCHEMES, Readiness, RequestBuckets
@@ -88,7 +89,8 @@ class PolitenessMiddleware:
         self.dns = DnsCache(
             nameservers=settings.dns_nameservers, timeout=settings.dns_timeout,
             min_ttl=settings.dns_min_ttl, max_ttl=settings.dns_max_ttl,
-            negative_ttl=settings.dns_negative_ttl, hosts_file=settings.dns_hosts_file)
+            negative_ttl=settings.dns_negative_ttl, hosts_file=settings.dns_hosts_file,
+            resolv_conf=settings.dns_resolv_conf)
         self.keys = HostKeys(settings.grouping, settings.ip_exempt)
         self.slip = SendSlip(self.hosts, self.ips, settings.send_margin)
         self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check)
@@ -113,7 +115,7 @@ class PolitenessMiddleware:
         self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
         self.tickets = Tickets(crawler, driver=self.driver, outcomes=self.outcomes,
-                               hosts=self.hosts)
+                               hosts=self.hosts, fallback=AddressFallback(self.dns, self.stats))
         self._dispatched = self.tickets.held  # request -> its dispatch, until its slot is freed
         self.watchdog = Watchdog(self.gate, self.driver, self.hosts, self.stats,
                                  timeout=crawler.settings.getfloat("DOWNLOAD_TIMEOUT"),
@@ -231,8 +233,9 @@ class PolitenessMiddleware:
         self.tickets.response(request, response)
         return response
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
+    def process_exception(self, request: Request, exception: Exception) -> Request | None:
         self.tickets.exception(request, exception)
+        return AddressFallback.again(request)  # the name's next address, if it has one
 
     def _chores(self, now: float) -> None:
         self.tickets.sweep()

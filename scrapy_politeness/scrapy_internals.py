@@ -10,10 +10,12 @@ Checked against Scrapy 2.13 to 2.19.
 
 from __future__ import annotations
 
+import hashlib
+import sys
 from typing import Any
 
-__all__ = ["downloader_active", "engine_closing", "engine_in_progress", "missing",
-           "switch_off_autothrottle", "wake_engine", "zero_slot_delay"]
+__all__ = ["downloader_active", "engine_closing", "engine_in_progress", "exception_leaving",
+           "missing", "path_safe", "switch_off_autothrottle", "wake_engine", "zero_slot_delay"]
 
 
 def _engine(crawler: Any) -> Any:
@@ -42,7 +44,7 @@ def engine_closing(crawler: Any) -> bool:
     Waits for a public "engine closing" signal (``spider_closed`` comes only
     after every request in progress, the gate's waiters included, has ended).
     """
-    slot = getattr(getattr(crawler, "_engine", None), "_slot", None)
+    slot = getattr(_engine(crawler), "_slot", None)
     return slot is not None and getattr(slot, "closing", None) is not None
 
 
@@ -110,6 +112,42 @@ def switch_off_autothrottle(crawler: Any) -> bool:
         if handler is not None:
             crawler.signals.disconnect(handler, signal=signal)
     return True
+
+
+def exception_leaving() -> BaseException | None:
+    """In a ``request_left_downloader`` handler: the exception the download is
+    failing with, or None.
+
+    Private in practice: Scrapy sends that signal from the ``finally`` of its
+    download, so the exception on its way out is ``sys.exc_info()`` there
+    (tests/test_slot_release.py fails if a Scrapy upgrade changes it). Waits for
+    the exception as an argument of the signal. ``None`` leaves the outcome to
+    ``process_exception`` or the sweep.
+    """
+    return sys.exc_info()[1]
+
+
+def path_safe(text: str) -> str:
+    """A directory name for ``text``, as Scrapy names its per-slot queue directories.
+
+    Private: ``scrapy.pqueues._path_safe``; Scrapy's own while it has it (so a
+    JOBDIR keeps the names Scrapy's queues give), else the same rule here, so
+    nothing is lost if it goes (tests/test_scrapy_internals.py notices that).
+    Waits for a public helper of Scrapy's.
+    """
+    scrapy_own = _scrapy_path_safe()
+    if scrapy_own is not None:
+        return str(scrapy_own(text))
+    pathable = "".join(c if c.isalnum() or c in "-._" else "_" for c in text)
+    return f"{pathable}-{hashlib.md5(text.encode('utf8')).hexdigest()}"
+
+
+def _scrapy_path_safe() -> Any:
+    try:
+        from scrapy.pqueues import _path_safe
+    except ImportError:
+        return None
+    return _path_safe
 
 
 def missing(crawler: Any) -> list[str]:

@@ -63,6 +63,8 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_DNS_NEGATIVE_TTL": 30.0,
     "POLITENESS_DNS_PIN": True,
     "POLITENESS_DNS_HOSTS_FILE": "/etc/hosts",
+    "POLITENESS_DNS_RESOLV_CONF": "/etc/resolv.conf",
+    "POLITENESS_PROXY_LOCAL_DNS": True,
     "POLITENESS_REPORT_HOSTS": 10,
     "POLITENESS_REPORT_STAT": False,
     "POLITENESS_BACKEND": "memory",
@@ -124,6 +126,8 @@ class PolitenessSettings:
     dns_negative_ttl: float
     dns_pin: bool
     dns_hosts_file: str | None
+    dns_resolv_conf: str | None
+    proxy_local_dns: bool
     report_hosts: int
     backend: str
     namespace: str | None
@@ -175,11 +179,9 @@ class PolitenessSettings:
         if max_ttl < min_ttl:
             raise ValueError(f"POLITENESS_DNS_MAX_TTL ({max_ttl!r}) must be >= "
                              f"POLITENESS_DNS_MIN_TTL ({min_ttl!r})")
-        hosts_file = settings.get("POLITENESS_DNS_HOSTS_FILE",
-                                  DEFAULTS["POLITENESS_DNS_HOSTS_FILE"])
-        if hosts_file is not None and not isinstance(hosts_file, str):
-            raise ValueError(f"POLITENESS_DNS_HOSTS_FILE must be a path or empty, "
-                             f"got {hosts_file!r}")
+        hosts_file, resolv_conf = (optional_path(name, settings.get(name, DEFAULTS[name]))
+                                   for name in ("POLITENESS_DNS_HOSTS_FILE",
+                                                "POLITENESS_DNS_RESOLV_CONF"))
         return cls(
             enabled=enabled,
             config=config,
@@ -205,7 +207,10 @@ class PolitenessSettings:
             dns_negative_ttl=number("POLITENESS_DNS_NEGATIVE_TTL",
                                      raw("POLITENESS_DNS_NEGATIVE_TTL")),
             dns_pin=boolean("POLITENESS_DNS_PIN", raw("POLITENESS_DNS_PIN")),
-            dns_hosts_file=hosts_file or None,
+            dns_hosts_file=hosts_file,
+            dns_resolv_conf=resolv_conf,
+            proxy_local_dns=boolean("POLITENESS_PROXY_LOCAL_DNS",
+                                    raw("POLITENESS_PROXY_LOCAL_DNS")),
             report_hosts=number("POLITENESS_REPORT_HOSTS", raw("POLITENESS_REPORT_HOSTS"),
                                  integer=True),
             backend=backend_url(raw("POLITENESS_BACKEND")),

@@ -275,18 +275,87 @@ async def test_hosts_file_names_resolve_like_the_system(tmp_path: Path, farm: Fa
                      "127.0.0.8 Static.Example. other # comment\n# 127.0.0.9 commented\n"
                      "garbage line\n")
     table = read_hosts_file(str(hosts))
-    assert table["localhost"] == "127.0.0.1"
-    assert table["ip6-localhost"] == "::1"
-    assert table["static.example"] == "127.0.0.8"
+    assert table["localhost"] == ("127.0.0.1", "::1")
+    assert table["ip6-localhost"] == ("::1",)
+    assert table["static.example"] == ("127.0.0.8",)
     assert "commented" not in table
     cache = _cache(farm, hosts_file=str(hosts))
     assert await resolve(cache, "static.example") == "127.0.0.8"
     assert cache.stats.lookups == 0
 
 
+@pytest_twisted.ensureDeferred
+async def test_every_address_of_a_hosts_file_name_is_kept_both_families(tmp_path: Path,
+                                                                        farm: Farm) -> None:
+    """getaddrinfo returns every address a name is listed with, IPv4 first."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("::1 multi.example\n127.0.0.8 multi.example\n"
+                     "127.0.0.9 multi.example\n127.0.0.8 multi.example\n")
+    assert read_hosts_file(str(hosts))["multi.example"] == ("127.0.0.8", "127.0.0.9", "::1")
+    cache = _cache(farm, hosts_file=str(hosts))
+    assert await resolve(cache, "multi.example") == "127.0.0.8"
+    assert cache.addresses("multi.example") == ("127.0.0.8", "127.0.0.9", "::1")
+    cache.fall_back("multi.example", "127.0.0.8", "127.0.0.9")
+    assert cache.lookup("multi.example") == "127.0.0.9"
+    cache.fall_back("multi.example", "127.0.0.8", "::1")  # moved already: stays
+    assert cache.lookup("multi.example") == "127.0.0.9"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_trailing_dot_name_is_found_in_the_hosts_file(tmp_path: Path,
+                                                              farm: Farm) -> None:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.8 static.example\n")
+    cache = _cache(farm, hosts_file=str(hosts))
+    assert await resolve(cache, "static.example.") == "127.0.0.8"
+    assert await resolve(cache, "ok.farm.test.") == "127.0.0.2"  # absolute: DNS as it is
+    assert cache.stats.lookups == 1
+
+
+def _resolv_conf(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "resolv.conf"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_single_label_name_is_asked_with_the_search_list_first(tmp_path: Path,
+                                                                        farm: Farm) -> None:
+    """resolv.conf's ``search farm.test``: ``ok`` is ok.farm.test, as getaddrinfo
+    resolves it (fewer dots than ndots: the search domains first); the farm's
+    nameserver is the crawl's own (the file's nameserver line is not asked)."""
+    conf = _resolv_conf(tmp_path, "nameserver 192.0.2.1\nsearch nowhere.test farm.test\n")
+    cache = _cache(farm, resolv_conf=conf)
+    assert await resolve(cache, "ok") == "127.0.0.2"
+    assert farm.dns_queries().get("ok.nowhere.test") == 1  # tried in the list's order
+    assert await resolve(cache, "nothere") is None
+    assert cache.failure("nothere") == FailureKind.DNS_NXDOMAIN
+
+
+@pytest_twisted.ensureDeferred
+async def test_ndots_decides_whether_a_name_is_asked_as_it_is_first(tmp_path: Path,
+                                                                     farm: Farm) -> None:
+    """``ok.farm`` has one dot: with ndots 1 it is asked as it is first (and
+    fails, then ok.farm.farm.test fails), with ndots 2 the search list first."""
+    spec_names = farm.dns_queries()
+    assert "ok.farm" not in spec_names
+    one = _cache(farm, resolv_conf=_resolv_conf(tmp_path, "search test\noptions ndots:1\n"))
+    assert await resolve(one, "ok.farm") == "127.0.0.2"  # ok.farm, then ok.farm.test
+    assert farm.dns_queries().get("ok.farm", 0) == 1
+    two = _cache(farm, resolv_conf=_resolv_conf(tmp_path, "search test\noptions ndots:2\n"))
+    assert await resolve(two, "ok.farm") == "127.0.0.2"  # ok.farm.test first: found
+    assert farm.dns_queries().get("ok.farm", 0) == 1
+
+
+def test_without_a_resolv_conf_names_are_asked_as_they_are(tmp_path: Path, farm: Farm) -> None:
+    cache = _cache(farm, resolv_conf=None)
+    assert cache._resolver is not None
+    assert cache._resolver.search == []
+
+
 def test_localhost_resolves_without_a_hosts_file() -> None:
-    assert read_hosts_file(None)["localhost"] == "127.0.0.1"
-    assert read_hosts_file("/nonexistent/hosts")["localhost"] == "127.0.0.1"
+    assert read_hosts_file(None)["localhost"] == ("127.0.0.1",)
+    assert read_hosts_file("/nonexistent/hosts")["localhost"] == ("127.0.0.1",)
 
 
 @pytest_twisted.ensureDeferred
@@ -400,3 +469,4 @@ def test_two_crawlers_closing_in_any_order_restore_the_reactor_resolver(a_first:
         assert reactor.nameResolver is original
     finally:
         reactor.installNameResolver(original)
+

@@ -4,12 +4,16 @@ Debian's nginx, unprivileged on 127.0.0.x from a configuration written here
 (:mod:`scrapy_politeness._sitefarm.nginx`): ``limit_req`` zones per
 ``$server_name``, burst 0, refusals as 429 with ``Retry-After: 1``. Judged from
 nginx's access log only (``$msec``, server side): every page fetched, at most
-5 % of the requests refused, none inside a Retry-After window. The wall time
-against the limits is the bench's (``python -m bench.nginx_limits``), not a test's.
+5 % of the requests refused, none inside a Retry-After window, and each host
+settled at its limit: the median gap between its starts over the second half
+of its requests is within ``PACE_SLACK`` of nginx's interval (a plugin that
+stayed at half the rate fails). The wall time against the limits is the
+bench's (``python -m bench.nginx_limits``), not a test's.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +23,21 @@ from crawling import ADDON, run_crawl
 from scrapy_politeness._sitefarm.nginx import NginxFarm, NginxSpec, Vhost, judge, nginx_binary
 
 pytestmark = pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed")
+
+PACE_SLACK = 1.25
+"""How much slower than nginx's interval a host's settled pace may be."""
+
+
+def settled_gaps(log: list[tuple[float, str, int, str]]) -> dict[str, float]:
+    """Host -> median gap (s) between its starts over the second half of its
+    requests, from nginx's own ``$msec``: the pace the host settled at."""
+    starts: dict[str, list[float]] = {}
+    for at, host, _, _ in sorted(log):
+        starts.setdefault(host, []).append(at)
+    return {host: statistics.median(b - a for a, b in zip(times[len(times) // 2:],
+                                                             times[len(times) // 2 + 1:],
+                                                             strict=False))
+            for host, times in starts.items() if len(times) > 3}
 
 
 @pytest.fixture
@@ -77,3 +96,9 @@ def test_four_vhosts_on_two_ips_each_at_its_own_limit(
     assert verdict.rejected_share <= 0.05, verdict
     assert verdict.ra_violations == 0
     assert result.stat("politeness/dispatched") == verdict.requests
+    gaps = settled_gaps(farm.log())
+    assert set(gaps) == {v.name for v in spec.vhosts}
+    for vhost in spec.vhosts:
+        assert vhost.rate is not None
+        limit = 1.0 / vhost.rate
+        assert limit - 0.015 <= gaps[vhost.name] <= limit * PACE_SLACK, (vhost.name, gaps)

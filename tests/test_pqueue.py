@@ -481,9 +481,10 @@ async def _new_name_waits(mw: PolitenessMiddleware, clock: Clock,
     answer: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
     asked: list[str] = []
 
-    async def ask(hostname: str) -> tuple[str | None, float, None]:  # the query itself
+    async def ask(hostname: str) -> tuple[tuple[str, ...] | None, float, None]:  # the query
         asked.append(hostname)
-        return await answer, math.inf, None
+        ip = await answer
+        return (None if ip is None else (ip,)), math.inf, None
 
     monkeypatch.setattr(mw.dns, "lookup", DnsCache.lookup.__get__(mw.dns))  # real misses
     monkeypatch.setattr(mw.dns, "_ask", ask)
@@ -521,8 +522,8 @@ async def test_a_new_name_costs_the_queue_no_task_of_its_own(
 
 
 async def _new_names_tasks(mw: PolitenessMiddleware, monkeypatch: pytest.MonkeyPatch) -> None:
-    async def ask(hostname: str) -> tuple[str | None, float, None]:
-        return "127.0.9.9", math.inf, None
+    async def ask(hostname: str) -> tuple[tuple[str, ...], float, None]:
+        return ("127.0.9.9",), math.inf, None
 
     monkeypatch.setattr(mw.dns, "lookup", DnsCache.lookup.__get__(mw.dns))  # real misses
     monkeypatch.setattr(mw.dns, "_ask", ask)

@@ -9,6 +9,7 @@ back the target off nor declare it dead.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -116,3 +117,66 @@ def _assert_target_untouched(result: Any) -> None:
     assert not [k for k in stats if k.startswith("politeness/backoff/")], stats
     assert result.stat("politeness/dead_hosts") == 0
     assert result.stat("politeness/dropped/dead") == 0
+
+
+DOWN = "127.0.0.61"  # nothing listens there: the proxy's connection is refused
+
+
+def test_an_https_site_down_behind_the_proxy_is_backed_off_like_a_direct_one(
+        farm_factory: Any) -> None:
+    """tinyproxy answers the CONNECT to a site that refuses with "500 Unable to
+    connect"; while it relays the other sites' answers, that is the site's
+    outcome: backed off, then declared dead, as a direct refused site is."""
+    spec = _spec(resolvable=True)
+    farm = farm_factory(spec)
+    names = {h: raw["ip"] for h, raw in spec["hosts"].items()}
+    names["down.corp.test"] = DOWN
+    urls = [farm.url(h, f"/p/{n}") for h in HOSTS for n in range(PAGES)]
+    down = [farm.url("down.corp.test", f"/p/{n}").replace("http:", "https:", 1)
+            for n in range(PAGES)]
+    with Tinyproxy(names) as proxy:
+        result = run_crawl(urls + down, _settings(
+            farm, POLITENESS_CEILING=0.8, POLITENESS_DEAD_AFTER=2),
+            meta={"proxy": proxy.url}, follow=False)
+    assert len(farm.arrivals()) == len(urls), result.log[-3000:]
+    assert result.stat("politeness/proxy/site_unreachable") >= 1, result.log[-6000:]
+    assert result.stat("politeness/backoff/transport") >= 1
+    assert result.stat("politeness/dead_hosts") == 1
+    assert re.search(r"Host down\.corp\.test declared dead", result.log)
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_proxy_that_cannot_resolve_the_targets_backs_no_site_off(
+        farm_factory: Any, scheme: str) -> None:
+    """The crawler resolves every target, the proxy none (its DNS answers
+    nothing): each answer is the proxy's "Unable to connect", never the site's."""
+    spec = _spec(resolvable=True)
+    farm = farm_factory(spec)
+    urls = [farm.url(h, f"/p/{n}").replace("http:", f"{scheme}:", 1)
+            for h in HOSTS for n in range(PAGES)]
+    with Tinyproxy({}) as proxy:
+        result = run_crawl(urls, _settings(farm, POLITENESS_CEILING=0.8,
+                                           POLITENESS_DEAD_AFTER=2),
+                           meta={"proxy": proxy.url}, follow=False)
+    assert farm.arrivals() == []
+    assert result.stat("politeness/proxy/errors") >= len(urls)
+    _assert_target_untouched(result)
+
+
+def test_proxied_names_can_skip_the_local_lookup(farm_factory: Any) -> None:
+    """``POLITENESS_PROXY_LOCAL_DNS = False``: the crawler's DNS (the farm's,
+    which knows every target) is never asked; each site is spaced by its host."""
+    spec = _spec(resolvable=True)
+    farm = farm_factory(spec)
+    names = {h: raw["ip"] for h, raw in spec["hosts"].items()}
+    with Tinyproxy(names) as proxy:
+        result = run_crawl([farm.url(h) for h in HOSTS],
+                           _settings(farm, POLITENESS_PROXY_LOCAL_DNS=False),
+                           env={"http_proxy": proxy.url, "no_proxy": ""})
+    arrivals = farm.arrivals()
+    assert len(arrivals) == len(HOSTS) * (1 + PAGES), result.log[-3000:]
+    assert farm.dns_queries() == {}
+    assert result.stat("politeness/dns/lookups") == 0
+    assert result.stat("politeness/proxy/host_only") == len(arrivals)
+    for host, times in starts_by(arrivals, lambda a: a.host).items():
+        assert_spacing(f"proxied, no local lookup: {host}", times, INTERVAL)

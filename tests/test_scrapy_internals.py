@@ -18,7 +18,9 @@ from scrapy_politeness.scrapy_internals import (
     downloader_active,
     engine_closing,
     engine_in_progress,
+    exception_leaving,
     missing,
+    path_safe,
     wake_engine,
 )
 from scrapy_politeness.startup import warn_missing_internals
@@ -98,3 +100,45 @@ def test_with_the_attributes_they_are_used() -> None:
     assert downloader_active(crawler) is active
     assert engine_in_progress(crawler) is slot.inprogress
     assert missing(crawler) == []
+
+
+def test_queue_directories_are_named_as_scrapy_names_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``scrapy.pqueues._path_safe`` is still there, and the rule used without it
+    gives the same names (a JOBDIR written with either resumes with the other)."""
+    from scrapy.pqueues import _path_safe
+
+    import scrapy_politeness.scrapy_internals as internals
+
+    names = ["simple.org", "dash-underscore_.org", "some@symbol?", "xn--bcher-kva.example:8080"]
+    assert [path_safe(n) for n in names] == [_path_safe(n) for n in names]
+    monkeypatch.setattr(internals, "_scrapy_path_safe", lambda: None)
+    assert [path_safe(n) for n in names] == [_path_safe(n) for n in names]
+
+
+def test_the_exception_leaving_the_downloader_is_the_one_being_raised() -> None:
+    assert exception_leaving() is None
+    error = ValueError("failing download")
+    seen: list[BaseException | None] = []
+    try:
+        raise error
+    except ValueError:
+        seen.append(exception_leaving())  # where Scrapy's ``finally`` sends the signal
+    assert seen == [error]
+
+
+def test_no_module_reads_a_private_scrapy_attribute_but_scrapy_internals() -> None:
+    """Private Scrapy names (``scrapy.x._name``, ``crawler._engine``,
+    ``engine._slot``) and ``sys.exc_info()`` in a signal handler go through
+    scrapy_politeness/scrapy_internals.py, where each is documented and checked."""
+    import re
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parent.parent / "scrapy_politeness"
+    private = re.compile(r"from scrapy(\.\w+)* import .*\b_[a-z]\w*|\bscrapy\.[\w.]*\._[a-z]\w*\("
+                         r"|\b(crawler|engine)\._\w+|\._slot\b|sys\.exc_info\(\)")
+    found = [f"{path.relative_to(package)}:{n}: {line.strip()}"
+             for path in package.rglob("*.py") if path.name != "scrapy_internals.py"
+             and "_sitefarm" not in path.parts
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if private.search(line.split("#", 1)[0])]
+    assert found == []

@@ -3,7 +3,10 @@
 ``names`` gives the proxy a view of host names of its own: tinyproxy then runs
 in a user and mount namespace (``unshare -r -m``) with an /etc/hosts of those
 names bind-mounted over the real one, so the proxy resolves names the crawler
-cannot (an internal name behind a corporate proxy). Loopback only.
+cannot (an internal name behind a corporate proxy). Loopback only: the
+proxy's own DNS is a resolv.conf of the test's (``resolv_conf``; by default a
+nameserver nothing listens on, so a name outside ``names`` fails at once
+rather than waiting on the machine's resolver).
 """
 
 from __future__ import annotations
@@ -30,12 +33,13 @@ class Tinyproxy:
     """One tinyproxy process; ``url`` is what ``Request.meta["proxy"]`` takes."""
 
     def __init__(self, names: dict[str, str] | None = None, *, auth: tuple[str, str] | None = None,
-                 listen: str = LISTEN) -> None:
+                 listen: str = LISTEN, resolv_conf: str = "nameserver 127.0.0.1\n") -> None:
         if shutil.which("tinyproxy") is None:
             pytest.skip("tinyproxy is not installed (Debian package tinyproxy)")
         self.listen = listen
         self.names = names
         self.auth = auth
+        self.resolv_conf = resolv_conf
         self._tmp = tempfile.TemporaryDirectory(prefix="tinyproxy-")
         self.dir = Path(self._tmp.name)
         self.port = 0
@@ -64,8 +68,11 @@ class Tinyproxy:
             hosts = self.dir / "hosts"
             hosts.write_text("".join(f"{ip} {name}\n" for name, ip in self.names.items()),
                              encoding="utf-8")
+            resolv = self.dir / "resolv.conf"
+            resolv.write_text(self.resolv_conf, encoding="utf-8")
             cmd = ["unshare", "-r", "-m", "sh", "-c",
-                   f'mount --bind "{hosts}" /etc/hosts && exec tinyproxy -d -c "{conf}"']
+                   f'mount --bind "{hosts}" /etc/hosts && '
+                   f'mount --bind "{resolv}" /etc/resolv.conf && exec tinyproxy -d -c "{conf}"']
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         deadline = time.monotonic() + 10

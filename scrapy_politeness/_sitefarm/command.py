@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_parser", "demo_settings", "farm_addresses", "instructions", "restart_command",
-           "run", "spider_source", "start_urls"]
+__all__ = ["add_parser", "demo_settings", "farm_addresses", "hosts_file", "instructions",
+           "restart_command", "run", "spider_source", "start_urls"]
 
 _SPIDER = '''"""The scrapy-politeness demo farm (from `python -m scrapy_politeness farm`)."""
 
@@ -76,6 +76,9 @@ def add_parser(sub: Any) -> None:
     farm.add_argument("--spider", metavar="FILE", default=None,
                       help="also write a spider crawling the farm to FILE, e.g. "
                            "myproject/spiders/farm.py")
+    farm.add_argument("--hosts-file", metavar="FILE", default=None,
+                      help="also write the farm's names in /etc/hosts form to FILE, for a "
+                           "proxy to resolve them (docs/usage/proxies.md)")
 
 
 def start_urls(farm: Any) -> list[str]:
@@ -102,6 +105,11 @@ def spider_source(urls: list[str], settings: dict[str, Any],
     """A spider over ``urls``; its start checks that the farm answers at ``addresses``."""
     return _SPIDER.format(urls=urls, settings=settings, addresses=addresses or [],
                           command=command or "python -m scrapy_politeness farm")
+
+
+def hosts_file(farm: Any) -> str:
+    """The farm's names as /etc/hosts lines: what a proxy needs to reach them."""
+    return "".join(f"{h['ip']} {name}\n" for name, h in farm.spec["hosts"].items())
 
 
 def farm_addresses(farm: Any) -> list[str]:
@@ -190,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
                                               farm_addresses(farm),
                                               restart_command(farm, args.spider)),
                                 encoding="utf-8")
+            if args.hosts_file:
+                Path(args.hosts_file).write_text(hosts_file(farm), encoding="utf-8")
             print(instructions(farm, args.spider), flush=True)
             stop.wait()
     finally:

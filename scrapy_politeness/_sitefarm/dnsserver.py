@@ -4,10 +4,11 @@ Lets the crawler resolve *.farm.test to per-host loopback IPs without touching
 /etc/hosts, and lets tests inject DNS faults per host via the spec's "dns" key:
 servfail, nxdomain, timeout (no answer), truncate (TC over UDP, normal over
 TCP), cname (CNAME + target's records), rotate (successive A answers cycle
-through "ips"), v6only (no A, AAAA ::1), nodata (the name exists with no
-address at all), drop_first (the first UDP query of the name is lost, later ones
-answered), drop (a "fraction" of its UDP queries lost at random: the n-th query
-of a name is lost or not by the spec's "dns_seed", the same in every run).
+through "ips"), several (every A answer holds all of "ips", in order), v6only
+(no A, AAAA ::1), nodata (the name exists with no address at all),
+drop_first (the first UDP query of the name is lost, later ones answered),
+drop (a "fraction" of its UDP queries lost at random: the n-th query of a
+name is lost or not by the spec's "dns_seed", the same in every run).
 Unknown names get NXDOMAIN. NXDOMAIN
 and empty answers carry the zone's SOA in the authority section, as a real
 server does (RFC 2308): its MINIMUM (the spec's "dns_negative_ttl") is how
@@ -47,7 +48,7 @@ class DnsResolver:
         except dns.exception.DNSException:
             return None
         reply = self.answer(query, over_tcp)
-        return None if reply is None else reply.to_wire()
+        return None if reply is None else reply.to_wire(want_shuffle=False)  # "several": in order
 
     def answer(self, query: dns.message.Message, over_tcp: bool) -> dns.message.Message | None:
         """Answer a parsed query; None means 'never answer'."""
@@ -126,6 +127,8 @@ class DnsResolver:
         if rdtype == dns.rdatatype.A:
             if mode == "v6only":
                 return []
+            if mode == "several" and host.dns:
+                return [dns.rrset.from_text_list(owner, ttl, "IN", "A", list(host.dns.ips))]
             ip = host.ip
             if mode == "rotate" and host.dns:
                 pos = self._state.rotate_pos[host.name]

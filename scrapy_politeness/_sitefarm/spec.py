@@ -13,7 +13,7 @@ from typing import Any
 KINDS = ("normal", "slow", "rate_limited", "always_503")
 RETRY_AFTER_FORMS = ("seconds", "date")
 DNS_MODES = ("servfail", "nxdomain", "timeout", "truncate", "cname", "rotate", "v6only",
-             "nodata", "drop_first", "drop")
+             "nodata", "drop_first", "drop", "several")
 
 
 class SpecError(ValueError):
@@ -123,10 +123,10 @@ def _parse_dns(raw: Any, what: str) -> DnsFault | None:
             raise SpecError(f"{what}: cname mode needs a 'target' hostname")
         target = normalise_name(target)
     ips: tuple[str, ...] = ()
-    if mode == "rotate":
+    if mode in ("rotate", "several"):
         raw_ips = raw.get("ips")
         if not isinstance(raw_ips, list) or not raw_ips:
-            raise SpecError(f"{what}: rotate mode needs a non-empty 'ips' list")
+            raise SpecError(f"{what}: {mode} mode needs a non-empty 'ips' list")
         ips = tuple(_loopback(str(ip), what) for ip in raw_ips)
     fraction = _number(raw, "fraction", 0.5, what) if mode == "drop" else 0.0
     if fraction > 1:

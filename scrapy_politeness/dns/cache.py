@@ -13,8 +13,11 @@ zone's SOA says (RFC 2308), no longer than ``negative_ttl``; anything else
 asks again (``resolve(..., ask_again=True)``). Each failure is kept with its
 kind, so a request to a failing name can fail at once. Concurrent lookups of
 one name share a single query (single flight) that no one caller can cancel
-for the others. Names in the hosts file (``localhost`` among them) resolve
-from it, as the system would. At most ``MAX_QUERIES`` queries are in flight at
+for the others. Names resolve as the system resolves them
+(:mod:`scrapy_politeness.dns.system`): the hosts file first, then DNS with
+resolv.conf's search list and ndots. An answer keeps every address, in the
+order to try them: when the one in use cannot be connected to, the download
+moves to the next (``fall_back``). At most ``MAX_QUERIES`` queries are in flight at
 once: a broad crawl enqueues thousands of new names in its first second, and a
 burst like that overflows a resolver's UDP buffer, so answers are lost and
 healthy names fail as timeouts (Scrapy's own resolver is bounded the same way,
@@ -28,18 +31,18 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-import dns.asyncresolver
 import dns.exception
 import dns.rdatatype
 import dns.resolver
 
 from scrapy_politeness.dns.failures import DEFINITE, dns_failure_kind, negative_ttl_of
-from scrapy_politeness.dns.query import UdpNameserver, on_plain_sockets
+from scrapy_politeness.dns.system import make_resolver, read_hosts_file
 from scrapy_politeness.policy import FailureKind, ip_literal
 
 __all__ = ["MAX_QUERIES", "TRANSIENT_TTL", "TRIES", "DnsCache", "DnsStats", "read_hosts_file"]
+
+_Answer = tuple[tuple[str, ...] | None, float, FailureKind | None]
 
 logger = logging.getLogger(__name__)
 
@@ -63,28 +66,6 @@ class DnsStats:
     failures: int = 0
 
 
-def read_hosts_file(path: str | None) -> dict[str, str]:
-    """Name -> first address from an /etc/hosts style file (IPv4 preferred)."""
-    table: dict[str, str] = {}
-    if path:
-        try:
-            text = Path(path).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            text = ""
-        v6: dict[str, str] = {}
-        for line in text.splitlines():
-            fields = line.split("#", 1)[0].split()
-            if len(fields) < 2 or ip_literal(fields[0]) is None:
-                continue
-            target = v6 if ":" in fields[0] else table
-            for name in fields[1:]:
-                target.setdefault(name.lower().rstrip("."), fields[0])
-        for name, addr in v6.items():
-            table.setdefault(name, addr)
-    table.setdefault("localhost", "127.0.0.1")
-    return table
-
-
 class DnsCache:
     """TTL-bounded cache of hostname -> IP in front of a dnspython resolver.
 
@@ -105,6 +86,7 @@ class DnsCache:
         max_ttl: float = 3600.0,
         negative_ttl: float = 30.0,
         hosts_file: str | None = "/etc/hosts",
+        resolv_conf: str | None = "/etc/resolv.conf",
         clock: Callable[[], float] = time.monotonic,
         max_queries: int = MAX_QUERIES,
     ) -> None:
@@ -114,32 +96,15 @@ class DnsCache:
         self.stats = DnsStats()
         self._clock = clock
         self._hosts = read_hosts_file(hosts_file)
-        self._cache: dict[str, tuple[str | None, float]] = {}
+        self._cache: dict[str, tuple[str | None, float]] = {}  # name -> (address in use, expiry)
+        self._answers: dict[str, tuple[str, ...]] = {}  # every address, for names with several
         self._failed: dict[str, FailureKind] = {}  # the kind of each cached failure
         self._definite: set[str] = set()  # those that are the zone's answer (RFC 2308)
         self._pins: dict[str, tuple[str, float]] = {}
         self._inflight: dict[str, asyncio.Task[str | None]] = {}
-        self._resolver = self._make_resolver(nameservers, timeout)
+        self._resolver = make_resolver(nameservers, timeout, TRIES, resolv_conf)
         self._max_queries = max_queries
         self._turns: asyncio.Semaphore | None = None  # made on the loop that first queries
-
-    @staticmethod
-    def _make_resolver(nameservers: tuple[tuple[str, int], ...],
-                       timeout: float) -> dns.asyncresolver.Resolver | None:
-        if nameservers:
-            resolver = dns.asyncresolver.Resolver(configure=False)
-            resolver.nameservers = [UdpNameserver(ip, port) for ip, port in nameservers]
-        else:
-            try:
-                resolver = dns.asyncresolver.Resolver()
-            except dns.resolver.NoResolverConfiguration:
-                logger.warning("No system DNS configuration; resolving with getaddrinfo")
-                return None
-            resolver.nameservers = on_plain_sockets(resolver)
-        resolver.lifetime = timeout
-        resolver.timeout = timeout / TRIES
-        resolver.cache = None  # our cache is the only one, so TTL policy is ours
-        return resolver
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -202,8 +167,13 @@ class DnsCache:
         return task
 
     async def _lookup_and_cache(self, hostname: str) -> str | None:
-        ip, ttl, kind = await self._query(hostname)
+        addresses, ttl, kind = await self._query(hostname)
+        ip = addresses[0] if addresses else None
         self._cache[hostname] = (ip, self._clock() + ttl)
+        if addresses is not None and len(addresses) > 1:
+            self._answers[hostname] = addresses
+        else:
+            self._answers.pop(hostname, None)
         if kind is not None:
             self._failed[hostname] = kind
         else:
@@ -211,9 +181,25 @@ class DnsCache:
             self._definite.discard(hostname)
         return ip
 
-    async def _query(self, hostname: str) -> tuple[str | None, float, FailureKind | None]:
-        """(IP, seconds to cache it, None) or (None, seconds, the failure's kind)."""
-        static = self._hosts.get(hostname)
+    def addresses(self, hostname: str) -> tuple[str, ...]:
+        """Every address of the cached answer for ``hostname``, in the order to
+        try them (empty when nothing is cached)."""
+        several = self._answers.get(hostname)
+        if several is not None:
+            return several
+        entry = self._cache.get(hostname)
+        return () if entry is None or entry[0] is None else (entry[0],)
+
+    def fall_back(self, hostname: str, failed: str, to: str) -> None:
+        """Connecting to ``failed`` did not work: the name's requests go to
+        ``to`` (another address of its answer) until the answer expires."""
+        entry = self._cache.get(hostname)
+        if entry is not None and entry[0] == failed and to in self._answers.get(hostname, ()):
+            self._cache[hostname] = (to, entry[1])
+
+    async def _query(self, hostname: str) -> _Answer:
+        """(addresses, seconds to cache them, None) or (None, seconds, the failure's kind)."""
+        static = self._hosts.get(hostname.rstrip("."))
         if static is not None:
             return static, self.max_ttl, None
         self.stats.lookups += 1
@@ -222,17 +208,18 @@ class DnsCache:
         async with self._turns:
             return await self._ask(hostname)
 
-    async def _ask(self, hostname: str) -> tuple[str | None, float, FailureKind | None]:
+    async def _ask(self, hostname: str) -> _Answer:
         try:
             if self._resolver is None:
-                ip = await self._getaddrinfo(hostname)
-                if ip is None:
+                addresses = await self._getaddrinfo(hostname)
+                if not addresses:
                     raise dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
-                return ip, self.min_ttl, None
+                return addresses, self.min_ttl, None
             no_answer: Exception = dns.resolver.NoAnswer()  # type: ignore[no-untyped-call]
             for rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA):
                 try:
-                    answer = await self._resolver.resolve(hostname, rdtype, search=False)
+                    # the search list and ndots of resolv.conf apply (use_search_by_default)
+                    answer = await self._resolver.resolve(hostname, rdtype)
                 except dns.resolver.NoAnswer as exc:
                     no_answer = exc
                     continue
@@ -242,7 +229,7 @@ class DnsCache:
                 # the least TTL along a CNAME chain: any link may change first
                 least = float(answer.chaining_result.minimum_ttl)
                 ttl = min(max(least, self.min_ttl), self.max_ttl)
-                return rrset[0].to_text(), ttl, None
+                return tuple(dict.fromkeys(rr.to_text() for rr in rrset)), ttl, None
             raise no_answer
         except (dns.exception.DNSException, OSError, ValueError) as exc:
             self.stats.failures += 1
@@ -260,9 +247,9 @@ class DnsCache:
             return None, ttl, kind
 
     @staticmethod
-    async def _getaddrinfo(hostname: str) -> str | None:
+    async def _getaddrinfo(hostname: str) -> tuple[str, ...]:
         infos = await asyncio.get_running_loop().getaddrinfo(hostname, None)
-        return str(infos[0][4][0]) if infos else None
+        return tuple(dict.fromkeys(str(info[4][0]) for info in infos))
 
     def evict(self, pin_cutoff: float) -> int:
         """Drop expired answers and pins older than ``pin_cutoff``; returns the count."""
@@ -273,6 +260,7 @@ class DnsCache:
         for name in stale:
             self._failed.pop(name, None)
             self._definite.discard(name)
+            self._answers.pop(name, None)
         old = [name for name, (_, at) in self._pins.items() if at <= pin_cutoff]
         for name in old:
             del self._pins[name]

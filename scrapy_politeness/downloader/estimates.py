@@ -112,6 +112,11 @@ class RequestBuckets:
         rule = self.eligibility
         return Readiness(key, ip, rule.state_ready(state), rule.ip_ready(ip), interval, ip_interval)
 
+    def skips_lookup(self, hostname: str) -> bool:
+        """Whether ``hostname`` is never looked up here: a proxy carries it and
+        ``POLITENESS_PROXY_LOCAL_DNS`` is off (the queue asks before resolving)."""
+        return not self.settings.proxy_local_dns and self.routes.carries(hostname)
+
     def handed_out(self, key: str, since: float, backlog: int) -> None:
         """The scheduler queue handed out a request of ``key``: its host has had
         requests waiting there since ``since`` (so a start later than its own
@@ -167,8 +172,12 @@ class RequestBuckets:
 
         A ``proxied`` request never fails here: the proxy resolves its target,
         so a name that does not resolve locally is spaced by its host alone
-        (None: no IP bucket)."""
+        (None: no IP bucket); with ``POLITENESS_PROXY_LOCAL_DNS`` off it is
+        not looked up at all."""
         check(key, loop.time())
+        if proxied and not self.settings.proxy_local_dns:  # the name never leaves for our DNS
+            self.stats.inc_value(STATS + "proxy/host_only")
+            return None
         ip = self.dns.lookup(hostname)
         if ip is None and ask_again and self.dns.transient(hostname):
             ip = DnsCache.MISS

@@ -8,6 +8,7 @@ no server, so it never backs a host off.
 
 from __future__ import annotations
 
+import errno
 import logging
 from functools import cache
 from typing import Any
@@ -18,7 +19,7 @@ from twisted.internet.error import DNSLookupError
 from scrapy_politeness.policy import FailureKind
 
 __all__ = ["EXCEPTION_KINDS", "NameNotResolvedError", "classify_exception",
-           "log_dns_errors_on_one_line"]
+           "log_dns_errors_on_one_line", "not_connected"]
 
 try:  # Scrapy 2.19 wraps Twisted's DNS error into its own type
     from scrapy.exceptions import CannotResolveHostError as _ScrapyDnsError
@@ -60,18 +61,47 @@ EXCEPTION_KINDS: tuple[tuple[FailureKind, tuple[str, ...]], ...] = (
     (FailureKind.INVALID_URL, ("builtins.ValueError",)),
 )
 
+# The connection to the address never opened: refused (nothing listens there),
+# or no route to it (an IPv6 address on an IPv4-only network, a dead host that
+# the kernel or a router reports). The name's next address may well answer.
+_NOT_CONNECTED = (
+    "scrapy.exceptions.DownloadConnectionRefusedError",
+    "twisted.internet.error.ConnectionRefusedError",
+    "twisted.internet.error.NoRouteError",
+    "builtins.ConnectionRefusedError",
+)
+_UNREACHABLE = frozenset((errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH,
+                          errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT))
+
+
+@cache
+def _not_connected_types() -> tuple[type[BaseException], ...]:
+    return _types(_NOT_CONNECTED)
+
+
+def not_connected(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection to the address never opened."""
+    if isinstance(exc, _not_connected_types()):
+        return True
+    code = getattr(exc, "osError", None)  # Twisted's ConnectError keeps the errno
+    if code is None and isinstance(exc, OSError):
+        code = exc.errno
+    return code in _UNREACHABLE
+
+
+def _types(paths: tuple[str, ...]) -> tuple[type[BaseException], ...]:
+    types: list[type[BaseException]] = []
+    for path in paths:
+        try:
+            types.append(load_object(path))
+        except (ImportError, AttributeError, NameError):  # not in this version
+            continue
+    return tuple(types)
+
+
 @cache
 def _load() -> list[tuple[FailureKind, tuple[type[BaseException], ...]]]:
-    table = []
-    for kind, paths in EXCEPTION_KINDS:
-        types: list[type[BaseException]] = []
-        for path in paths:
-            try:
-                types.append(load_object(path))
-            except (ImportError, AttributeError, NameError):  # not in this version
-                continue
-        table.append((kind, tuple(types)))
-    return table
+    return [(kind, _types(paths)) for kind, paths in EXCEPTION_KINDS]
 
 
 def classify_exception(exc: BaseException) -> FailureKind:

@@ -11,7 +11,7 @@ back at the first of:
   Retry-After are fed back, before any middleware sees it;
 - ``request_left_downloader`` after a failed download: Scrapy sends it from
   the ``finally`` of its download, so the exception on its way out
-  (``sys.exc_info()``) is fed back as ``process_exception`` would (checked
+  (``scrapy_internals.exception_leaving``) is fed back as ``process_exception`` would (checked
   against the installed Scrapy by tests/test_slot_release.py; should that
   change, the plugin's own hook or the sweep still frees the slot);
 - the plugin's ``process_response``/``process_exception``, for an answer that
@@ -24,7 +24,6 @@ back at the first of:
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -35,13 +34,14 @@ from scrapy_politeness.downloader.failure_kinds import classify_exception
 from scrapy_politeness.downloader.proxies import ProxyFailures
 from scrapy_politeness.observe.observer import STATS
 from scrapy_politeness.policy import reached_server, retry_after_seen
-from scrapy_politeness.scrapy_internals import downloader_active
+from scrapy_politeness.scrapy_internals import downloader_active, exception_leaving
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from scrapy_politeness.downloader.address_fallback import AddressFallback
     from scrapy_politeness.downloader.feedback import Outcomes
     from scrapy_politeness.downloader.gate_driver import GateDriver
     from scrapy_politeness.downloader.send_lateness import Dispatch
@@ -54,7 +54,7 @@ class Tickets:
     """The held slots of one crawler: ``held`` maps a request to its dispatch."""
 
     def __init__(self, crawler: Crawler, *, driver: GateDriver, outcomes: Outcomes,
-                 hosts: HostTable) -> None:
+                 hosts: HostTable, fallback: AddressFallback | None = None) -> None:
         self.crawler = crawler
         self.driver = driver
         self.outcomes = outcomes
@@ -62,6 +62,7 @@ class Tickets:
         self.stats = crawler.stats
         self.held: dict[Request, Dispatch] = {}
         self.proxy = ProxyFailures(self.stats, driver.done)  # outcomes that are the proxy's
+        self.fallback = fallback  # a connection the address refused: the name's next address
         crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
         crawler.signals.connect(self._left, signal=signals.request_left_downloader)
 
@@ -81,8 +82,8 @@ class Tickets:
         dispatch = self.held.pop(request, None)
         if dispatch is None:
             return
-        if self.proxy.answered(request, response.status, dispatch.key):
-            return  # the proxy's own answer (407): the site was never asked
+        if self.proxy.answered(request, response, dispatch.key):
+            return  # the proxy's own answer (407, a name it cannot resolve): the site was not asked
         loop = self.driver.loop
         assert loop is not None
         now = loop.time()  # an HTTP-date is measured on the server's clock
@@ -100,6 +101,9 @@ class Tickets:
             return
         if self.proxy.raised(request, exception, dispatch.key):
             return  # the proxy failed: nothing to learn about the site
+        if self.fallback is not None and self.fallback.failed(request, exception, dispatch.ip):
+            self.driver.done(dispatch.key)  # the next address is tried before the host learns
+            return
         kind = classify_exception(exception)
         if not reached_server(kind):  # no server saw it: nothing to back off from
             self.stats.inc_value(STATS + kind.value)
@@ -116,7 +120,7 @@ class Tickets:
         # Sent from the ``finally`` of Scrapy's download: with no response
         # signalled first, the exception being raised there is its outcome.
         if request in self.held:
-            exc = sys.exc_info()[1]
+            exc = exception_leaving()
             if exc is not None:
                 self.exception(request, exc)
             # else: left for process_exception, or the sweep

@@ -1,7 +1,7 @@
 """The scheduler queue under ``JOBDIR``: per-host directories, saved state, rescue.
 
-Each host key has its disk queues in a directory named by
-``scrapy.pqueues._path_safe``; the queue's ``close()`` returns
+Each host key has its disk queues in a directory named as Scrapy names its
+slots' (``scrapy_internals.path_safe``); the queue's ``close()`` returns
 ``{key: priorities}`` and its constructor's ``startprios`` restores it, as for
 ``DownloaderAwarePriorityQueue``.
 """
@@ -13,9 +13,8 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scrapy.pqueues import _path_safe
-
 from scrapy_politeness.scheduler.host_heap import HostEntry
+from scrapy_politeness.scrapy_internals import path_safe
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -61,14 +60,14 @@ def restore(saved: dict[str, Iterable[int]],
 
 def host_dir(base: str, host_key: str) -> str:
     """The directory (the downstream queue's key) of one host key."""
-    return base + "/" + _path_safe(host_key)
+    return base + "/" + path_safe(host_key)
 
 
 def reclaim(base: str, host_key: str) -> None:
     """Remove a closed host queue's directory; rmdir leaves it if files remain."""
     if base:
         with suppress(OSError):
-            Path(base, _path_safe(host_key)).rmdir()
+            Path(base, path_safe(host_key)).rmdir()
 
 
 def rescue(handed: HandedOut, push: Callable[[Request], None],

@@ -11,7 +11,12 @@ from scrapy_politeness.policy.decisions import (
     retry_after_verdict,
 )
 from scrapy_politeness.policy.eligibility import Eligibility
-from scrapy_politeness.policy.failures import FailureKind, backoff_cause, reached_server
+from scrapy_politeness.policy.failures import (
+    FailureKind,
+    backoff_cause,
+    next_address,
+    reached_server,
+)
 from scrapy_politeness.policy.gate import Gate, Release
 from scrapy_politeness.policy.ips import IP_MODELS
 from scrapy_politeness.policy.keys import host_key, ip_literal
@@ -49,6 +54,7 @@ __all__ = [
     "ip_literal",
     "is_failure",
     "merge_shared",
+    "next_address",
     "note_date",
     "parse_retry_after",
     "reached_server",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["FailureKind", "backoff_cause", "reached_server"]
+__all__ = ["FailureKind", "backoff_cause", "next_address", "reached_server"]
 
 
 class FailureKind(StrEnum):
@@ -47,3 +47,15 @@ def reached_server(kind: FailureKind) -> bool:
 def backoff_cause(kind: FailureKind) -> str | None:
     """The ``politeness/backoff/<cause>`` name of a server struggle, else None."""
     return kind.value if kind in _SERVER else None
+
+
+def next_address(addresses: tuple[str, ...], tried: tuple[str, ...]) -> str | None:
+    """The address of a name's answer to connect to after ``tried`` failed to
+    connect (refused, unreachable), as the system's connect loop and browsers
+    do; None when every address was tried: only then does the failure count
+    against the host. A refused connection is no server's struggle with load
+    when another address of the same name answers."""
+    for address in addresses:
+        if address not in tried:
+            return address
+    return None

@@ -197,7 +197,7 @@ class PolitenessAwarePriorityQueue:
             return
         hostname = host.hostname = urlparse_cached(request).hostname
         if (hostname is not None and mw.dns.lookup(hostname) is DnsCache.MISS
-                and ip_literal(hostname) is None):
+                and ip_literal(hostname) is None and not mw.buckets.skips_lookup(hostname)):
             self._resolve(key, host, hostname)
             return
         index.enter(host, self._own(host))
