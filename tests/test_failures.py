@@ -241,7 +241,8 @@ def test_drop_reasons_of_hosts_no_longer_dropped_are_forgotten() -> None:
     try:
         mw.dropped.park("parked.example", loop.time(), loop.time() - 1.0,
                         "politeness: parked for a while")
-        mw.hosts.get("dead.example").dead = True
+        dead = mw.hosts.get("dead.example")
+        dead.dead, dead.touched = True, loop.time()  # its last outcome: now
         mw.dropped.reasons["dead.example"] = "politeness: dead"
         assert set(mw.dropped.reasons) == {"parked.example", "dead.example"}
         mw.periodic.evict(loop.time())
