@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from scrapy_politeness.policy.config import Config, Signal, is_failure
 from scrapy_politeness.policy.host_state import HostState
+from scrapy_politeness.policy.idle_maps import refit
 from scrapy_politeness.policy.ips import IPTable
 from scrapy_politeness.policy.recovery import fast_step
 from scrapy_politeness.policy.verdicts import Verdicts
@@ -38,8 +39,8 @@ class Outcome:
 class HostTable:
     """Per-host state keyed by the bucket key, with overrides and eviction."""
 
-    __slots__ = ("_ceiling", "_hosts", "_overrides", "config", "dead_after", "latency_alpha",
-                 "verdicts")
+    __slots__ = ("_ceiling", "_high", "_hosts", "_overrides", "config", "dead_after",
+                 "latency_alpha", "verdicts")
 
     def __init__(
         self,
@@ -60,6 +61,7 @@ class HostTable:
         # Least recently touched first (``touch`` moves a host to the end).
         self._hosts: OrderedDict[str, HostState] = OrderedDict()
         self.verdicts = Verdicts()
+        self._high = 0  # the table's high-water mark (policy.idle_maps)
         # A dead verdict outlives the longest ceiling by the idle time.
         self._ceiling = max([config.ceiling, *(c.ceiling for c in self._overrides.values())])
 
@@ -225,6 +227,7 @@ class HostTable:
         ``cutoff`` reached its end.
         """
         hosts = self._hosts
+        self._high = max(self._high, len(hosts))
         evicted = held = 0
         while hosts:
             key, s = next(iter(hosts.items()))
@@ -244,4 +247,5 @@ class HostTable:
             evicted += 1
         if self.verdicts:
             self.verdicts.expire(cutoff - self._ceiling, cutoff)
+        self._hosts, self._high = refit(hosts, self._high)
         return evicted

@@ -26,19 +26,22 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 
+from scrapy_politeness.policy.idle_maps import refit
+
 __all__ = ["Verdicts"]
 
 
 class Verdicts:
     """Dead, Crawl-delay and park records of evicted hosts."""
 
-    __slots__ = ("_dead", "_delays", "_floats", "_parks")
+    __slots__ = ("_dead", "_dead_high", "_delays", "_floats", "_parks", "_parks_high")
 
     def __init__(self) -> None:
         self._dead: OrderedDict[str, float] = OrderedDict()  # key -> since, oldest first
         self._parks: OrderedDict[str, float] = OrderedDict()  # key -> parked until
         self._delays: dict[str, float] = {}  # key -> Crawl-delay (inf: skipped for good)
         self._floats: dict[float, float] = {}  # one float object per distinct delay
+        self._dead_high = self._parks_high = 0  # high-water marks (policy.idle_maps)
 
     def __len__(self) -> int:
         return len(self._dead) + len(self._parks) + len(self._delays)
@@ -95,6 +98,8 @@ class Verdicts:
         that ended at or before ``parks_before``; Crawl-delays stay. Pops from the
         front of each map: the cost is the number forgotten (plus one)."""
         gone = 0
+        self._dead_high = max(self._dead_high, len(self._dead))
+        self._parks_high = max(self._parks_high, len(self._parks))
         for records, before in ((self._dead, dead_before), (self._parks, parks_before)):
             while records:
                 key, at = next(iter(records.items()))
@@ -102,4 +107,6 @@ class Verdicts:
                     break
                 del records[key]
                 gone += 1
+        self._dead, self._dead_high = refit(self._dead, self._dead_high)
+        self._parks, self._parks_high = refit(self._parks, self._parks_high)
         return gone
