@@ -193,7 +193,7 @@ def run_memory(quick: bool) -> list[str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, "-X", "tracemalloc", "-m", "bench.memory",
-                           "--hosts", str(n_hosts), "--ips", str(n_ips)], cwd=ROOT, env=env,
+                           "--entries", "--hosts", str(n_hosts), "--ips", str(n_ips)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
     if proc.returncode != 0:
         progress(f"  FAILED: {proc.stderr[-300:]}")
