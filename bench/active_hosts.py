@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import itertools
 import time
 import tracemalloc
 from typing import Any
@@ -225,7 +226,7 @@ def simulate(n_hosts: int, n_ips: int = 1000, idle_ttl: float = IDLE_TTL) -> dic
     idle = split(tracemalloc.take_snapshot(), base)
     tenth = max(1, len(passes) // 10)
     first_passes, last_passes = passes[:tenth], passes[-tenth:]
-    rates = [(b[0] - a[0], b[1]) for a, b in zip(windows, windows[1:], strict=False)]
+    rates = [(b[0] - a[0], b[1]) for a, b in itertools.pairwise(windows)]
     early = rates[1:1 + tenth] or rates[:1]
     late = rates[-tenth:]
 

@@ -1,12 +1,13 @@
 """Memory: a million hosts on a simulated clock, or the bytes per table entry.
 
-``python -X tracemalloc=8 -m bench.memory [--hosts 1000000]`` runs the broad
+``python -X tracemalloc=3 -m bench.memory [--hosts 1000000]`` runs the broad
 simulation of ``bench/active_hosts.py`` (memory per structure after the first
 10,000 hosts, at the peak and after the hosts went idle; the eviction pass's
 time against the hosts ever seen).
 
-``--entries`` measures the bytes per table entry instead: it pushes N hosts over M IPs through the pure tables (``HostTable``, ``IPTable``)
-on a simulated clock: per host one ``start``, one ``spend`` on its IP and one
+``--entries`` measures the bytes per table entry instead: it pushes N hosts
+over M IPs through the pure tables (``HostTable``, ``IPTable``) on a simulated
+clock: per host one ``start``, one ``spend`` on its IP and one
 ``feedback`` with a 200. Memory is Python's traced heap (``tracemalloc``,
 started before anything is imported when run with ``-X tracemalloc``), read
 at the baseline (package imported, tables empty), after filling, and after
