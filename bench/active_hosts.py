@@ -92,8 +92,11 @@ def _bench_lines() -> dict[tuple[str, int], str]:
     return lines
 
 
-def split(snap: tracemalloc.Snapshot, baseline: tracemalloc.Snapshot) -> dict[str, int]:
-    """Traced bytes above ``baseline`` per structure."""
+def split(snap: tracemalloc.Snapshot | None,
+          baseline: tracemalloc.Snapshot | None) -> dict[str, int]:
+    """Traced bytes above ``baseline`` per structure (none when not tracing)."""
+    if snap is None or baseline is None:
+        return {}
     ours = _bench_lines()
     out: dict[str, int] = {}
     for stat in snap.compare_to(baseline, "traceback"):
@@ -179,12 +182,18 @@ def _mean_ms(passes: list[tuple[int, float, float]], field: int) -> float:
     return round(1e3 * sum(p[field] for p in passes) / len(passes), 3)
 
 
-def simulate(n_hosts: int, n_ips: int = 1000, idle_ttl: float = IDLE_TTL) -> dict[str, Any]:
-    if not tracemalloc.is_tracing():
+def _snapshot() -> tracemalloc.Snapshot | None:
+    return tracemalloc.take_snapshot() if tracemalloc.is_tracing() else None
+
+
+def simulate(n_hosts: int, n_ips: int = 1000, idle_ttl: float = IDLE_TTL, *,
+             trace: bool = True) -> dict[str, Any]:
+    """The run's figures; ``trace=False`` times it without tracemalloc (no bytes)."""
+    if trace and not tracemalloc.is_tracing():
         tracemalloc.start(3)
     world = World(n_ips, idle_ttl)
     gc.collect()
-    base = tracemalloc.take_snapshot()
+    base = _snapshot()
     base_bytes = tracemalloc.get_traced_memory()[0]
     first: dict[str, int] = {}
     at_peak: dict[str, int] = {}
@@ -205,15 +214,17 @@ def simulate(n_hosts: int, n_ips: int = 1000, idle_ttl: float = IDLE_TTL) -> dic
         if not first and arrived >= FIRST:
             gc.collect()
             first_bytes = tracemalloc.get_traced_memory()[0]
-            first = split(tracemalloc.take_snapshot(), base)
+            first = split(_snapshot(), base) or {"untraced": 0}
         if world.now >= next_pass:
             next_pass += EVERY
             windows.append((world.requests, time.process_time() - cpu))
-            passes.append((arrived, *world.evict()))
+            timed = world.evict()
+            if world.now > 2 * idle_ttl or arrived >= n_hosts:  # the window is full
+                passes.append((arrived, *timed))
             current = tracemalloc.get_traced_memory()[0]
             peak = max(peak, current)
             if arrived < n_hosts and n_hosts - arrived <= RATE * EVERY:
-                at_peak = split(tracemalloc.take_snapshot(), base)
+                at_peak = split(_snapshot(), base)
             cpu = time.process_time()
         done_at = world.now
     # Idle: the clock runs on past the idle time and the verdicts' lifetimes.
@@ -223,12 +234,12 @@ def simulate(n_hosts: int, n_ips: int = 1000, idle_ttl: float = IDLE_TTL) -> dic
         world.evict()
     gc.collect()
     idle_bytes = tracemalloc.get_traced_memory()[0]
-    idle = split(tracemalloc.take_snapshot(), base)
+    idle = split(_snapshot(), base)
     tenth = max(1, len(passes) // 10)
     first_passes, last_passes = passes[:tenth], passes[-tenth:]
     rates = [(b[0] - a[0], b[1]) for a, b in itertools.pairwise(windows)]
-    early = rates[1:1 + tenth] or rates[:1]
-    late = rates[-tenth:]
+    steady = rates[-len(passes):]
+    early, late = steady[:tenth], steady[-tenth:]
 
     def per_request(window: list[tuple[int, float]]) -> float:
         n = sum(r for r, _ in window)

@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=int, default=1_000_000)
     parser.add_argument("--ips", type=int, default=None,
                         help="IPs (default: 1,000; 100,000 with --entries)")
+    parser.add_argument("--no-trace", action="store_true",
+                        help="time the simulation without tracemalloc (no bytes)")
     parser.add_argument("--entries", action="store_true",
                         help="bytes per table entry instead of the broad simulation")
     args = parser.parse_args(argv)
@@ -129,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from bench.active_hosts import simulate
 
-        print(json.dumps(simulate(args.hosts, args.ips or 1000), indent=1))
+        print(json.dumps(simulate(args.hosts, args.ips or 1000, trace=not args.no_trace),
+                         indent=1))
     return 0
 
 

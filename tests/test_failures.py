@@ -251,6 +251,29 @@ def test_drop_reasons_of_hosts_no_longer_dropped_are_forgotten() -> None:
         loop.close()
 
 
+def test_a_dead_host_gone_idle_still_drops_its_requests_and_each_drop_renews_it() -> None:
+    mw = _middleware(POLITENESS_IDLE_TTL=100, POLITENESS_CEILING=60)
+    loop = mw.loop = asyncio.new_event_loop()
+    try:
+        now = loop.time()
+        dead = mw.hosts.get("dead.example")
+        dead.dead, dead.touched = True, now - 150.0  # its last outcome, 150 s ago
+        mw.periodic.evict(now)
+        assert mw.hosts.whole("dead.example") is None  # a compact record now
+        with pytest.raises(IgnoreRequest, match="dead"):
+            mw.dropped.check("dead.example", now)  # a request came: dropped, verdict renewed
+        # 100 s idle + 60 s ceiling after the renewal, not after the last outcome
+        mw.periodic.evict(now + 159.0)
+        assert "dead.example" in mw.hosts
+        with pytest.raises(IgnoreRequest, match="dead"):
+            mw.dropped.check("dead.example", now + 159.0)
+        mw.periodic.evict(now + 159.0 + 161.0)
+        assert "dead.example" not in mw.hosts  # no request for that long: forgotten
+        mw.dropped.check("dead.example", now + 400.0)  # a new host: not dropped
+    finally:
+        loop.close()
+
+
 def test_an_http_date_retry_after_is_measured_against_the_date_header() -> None:
     """Our clock runs 100 s ahead of the server's: the server's 120 s must stay 120 s."""
     mw = _middleware(POLITENESS_MAX_RETRY_AFTER=600)
