@@ -106,6 +106,17 @@ def test_compact_verdicts_of_idle_hosts_are_saved_and_restored(tmp_path: Path) -
     assert restored.get("parked.test").parked_until == pytest.approx(12.0 + 99.0, abs=0.1)
 
 
+def test_restored_hosts_are_evicted_the_most_idle_first() -> None:
+    doc = {"version": 1, "saved_at": 1000.0, "hosts": {
+        "recent.test": {"adaptive": 2.0, "idle_for": 1.0},
+        "idle.test": {"adaptive": 2.0, "idle_for": 250.0}}}
+    table = HostTable(CONFIG)
+    persistence.restore(table, doc, 500.0, 1000.0)
+    # idle.test was touched at 250, recent.test at 499: a cutoff at 300 forgets the first
+    assert table.evict(300.0) == 1
+    assert [k for k, _ in table.items()] == ["recent.test"]
+
+
 def test_ip_waits_round_trip_on_the_wall_clock(tmp_path: Path) -> None:
     ips = IPTable(0.25)
     ips.spend("10.0.0.1", 4998.0, 8.0)   # free at 5006: 6 s left at saving
