@@ -119,9 +119,7 @@ class DnsCache:
         self._cache: dict[str, tuple[str | None, float]] = {}
         self._failed: dict[str, FailureKind] = {}  # the kind of each cached failure
         self._definite: set[str] = set()  # those that are the zone's answer (RFC 2308)
-        # Least recently used first: eviction pops names idle past its cutoff
-        # from the front, O(evicted), whatever the names ever resolved.
-        self._used: OrderedDict[str, float] = OrderedDict()  # name -> last look-up
+        self._used: OrderedDict[str, float] = OrderedDict()  # name -> last use, oldest first
         self._pins: OrderedDict[str, tuple[str, float]] = OrderedDict()
         self._high = self._pins_high = 0  # the maps' high-water marks (policy.idle_maps)
         self._inflight: dict[str, asyncio.Task[str | None]] = {}
