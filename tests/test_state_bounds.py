@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import OrderedDict
 from pathlib import Path
 
@@ -84,3 +85,27 @@ def test_a_map_emptied_by_eviction_is_copied_once_below_a_quarter() -> None:
     assert copied is not big
     assert list(copied) == [str(i) for i in range(76, 100)]
     assert high == 24
+
+
+def test_a_crawl_delay_learnt_before_the_host_went_idle_still_spaces_it() -> None:
+    from scrapy_politeness.policy import Config, Gate, HostTable
+
+    hosts = HostTable(Config(default=1.0, floor=0.25, ceiling=60.0))
+    ips = IPTable(0.0)
+    gate: Gate[int] = Gate(hosts, ips)
+    hosts.start("slow.test", 0.0)
+    hosts.set_crawl_delay("slow.test", 5.0)  # robots.txt asked for it
+    assert hosts.evict(1000.0) == 1  # idle long past the idle time: a compact record
+    assert hosts.whole("slow.test") is None
+    for token in range(3):
+        gate.submit("slow.test", "10.0.0.1", token, 2000.0)
+    starts = []
+    now = 2000.0
+    while len(starts) < 3:
+        at = gate.next_event()
+        assert at is not None
+        now = max(now, at)
+        for release in gate.poll(now):
+            starts.append(release.at)
+            gate.done(release.key)
+    assert [b - a for a, b in itertools.pairwise(starts)] == [5.0, 5.0]
