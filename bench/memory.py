@@ -1,7 +1,13 @@
-"""Memory per tracked host / IP entry, and after eviction: ``python -m bench.memory``.
+"""Memory: a million hosts on a simulated clock, or the bytes per table entry.
 
-Pushes N hosts over M IPs through the pure tables (``HostTable``, ``IPTable``)
-on a simulated clock: per host one ``start``, one ``spend`` on its IP and one
+``python -X tracemalloc=3 -m bench.memory [--hosts 1000000]`` runs the broad
+simulation of ``bench/active_hosts.py`` (memory per structure after the first
+10,000 hosts, at the peak and after the hosts went idle; the eviction pass's
+time against the hosts ever seen).
+
+``--entries`` measures the bytes per table entry instead: it pushes N hosts
+over M IPs through the pure tables (``HostTable``, ``IPTable``) on a simulated
+clock: per host one ``start``, one ``spend`` on its IP and one
 ``feedback`` with a 200. Memory is Python's traced heap (``tracemalloc``,
 started before anything is imported when run with ``-X tracemalloc``), read
 at the baseline (package imported, tables empty), after filling, and after
@@ -113,9 +119,20 @@ def measure(n_hosts: int, n_ips: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=1_000_000)
-    parser.add_argument("--ips", type=int, default=100_000)
+    parser.add_argument("--ips", type=int, default=None,
+                        help="IPs (default: 1,000; 100,000 with --entries)")
+    parser.add_argument("--no-trace", action="store_true",
+                        help="time the simulation without tracemalloc (no bytes)")
+    parser.add_argument("--entries", action="store_true",
+                        help="bytes per table entry instead of the broad simulation")
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.hosts, args.ips)))
+    if args.entries:
+        print(json.dumps(measure(args.hosts, args.ips or 100_000)))
+    else:
+        from bench.active_hosts import simulate
+
+        print(json.dumps(simulate(args.hosts, args.ips or 1000, trace=not args.no_trace),
+                         indent=1))
     return 0
 
 

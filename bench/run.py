@@ -192,7 +192,7 @@ def run_memory(quick: bool) -> list[str]:
     progress(f"memory: {n_hosts:,} hosts over {n_ips:,} IPs (tracemalloc)")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    proc = subprocess.run([sys.executable, "-X", "tracemalloc", "-m", "bench.memory",
+    proc = subprocess.run([sys.executable, "-X", "tracemalloc", "-m", "bench.memory", "--entries",
                            "--hosts", str(n_hosts), "--ips", str(n_ips)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600, check=False)
     if proc.returncode != 0:

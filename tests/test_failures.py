@@ -241,11 +241,35 @@ def test_drop_reasons_of_hosts_no_longer_dropped_are_forgotten() -> None:
     try:
         mw.dropped.park("parked.example", loop.time(), loop.time() - 1.0,
                         "politeness: parked for a while")
-        mw.hosts.get("dead.example").dead = True
+        dead = mw.hosts.get("dead.example")
+        dead.dead, dead.touched = True, loop.time()  # its last outcome: now
         mw.dropped.reasons["dead.example"] = "politeness: dead"
         assert set(mw.dropped.reasons) == {"parked.example", "dead.example"}
         mw.periodic.evict(loop.time())
         assert set(mw.dropped.reasons) == {"dead.example"}  # the dead one still drops requests
+    finally:
+        loop.close()
+
+
+def test_a_dead_host_gone_idle_still_drops_its_requests_and_each_drop_renews_it() -> None:
+    mw = _middleware(POLITENESS_IDLE_TTL=100, POLITENESS_CEILING=60)
+    loop = mw.loop = asyncio.new_event_loop()
+    try:
+        now = loop.time()
+        dead = mw.hosts.get("dead.example")
+        dead.dead, dead.touched = True, now - 150.0  # its last outcome, 150 s ago
+        mw.periodic.evict(now)
+        assert mw.hosts.whole("dead.example") is None  # a compact record now
+        with pytest.raises(IgnoreRequest, match="dead"):
+            mw.dropped.check("dead.example", now)  # a request came: dropped, verdict renewed
+        # 100 s idle + 60 s ceiling after the renewal, not after the last outcome
+        mw.periodic.evict(now + 159.0)
+        assert "dead.example" in mw.hosts
+        with pytest.raises(IgnoreRequest, match="dead"):
+            mw.dropped.check("dead.example", now + 159.0)
+        mw.periodic.evict(now + 159.0 + 161.0)
+        assert "dead.example" not in mw.hosts  # no request for that long: forgotten
+        mw.dropped.check("dead.example", now + 400.0)  # a new host: not dropped
     finally:
         loop.close()
 

@@ -84,6 +84,39 @@ def test_waits_that_ran_out_while_stopped_are_not_restored(tmp_path: Path) -> No
     assert table.get("skipped.test").parked_until == math.inf
 
 
+def test_compact_verdicts_of_idle_hosts_are_saved_and_restored(tmp_path: Path) -> None:
+    """Hosts evicted for idleness keep their verdicts as compact records; JOBDIR saves those."""
+    now = 5000.0
+    table = _learnt_table(now)
+    table.touch("dead.test", now - 10.0)  # its last outcome
+    table.touch("slow.test", now - 1.0)  # the most recently touched
+    table.evict(now - 5.0)  # everything but slow.test (Retry-After window) goes compact
+    assert table.whole("polite.test") is None
+    assert table.whole("dead.test") is None
+    mw = _middleware(JOBDIR=str(tmp_path))
+    mw.jobstate.save(table, IPTable(0.25), now, mw.stats)
+    doc = persistence.load(tmp_path / persistence.STATE_FILE)
+    assert doc is not None
+    assert {"polite.test", "dead.test", "parked.test", "skipped.test"} <= set(doc["hosts"])
+    restored = HostTable(CONFIG, dead_after=5)
+    persistence.restore(restored, doc, 12.0, doc["saved_at"] + 1.0)
+    assert restored.get("polite.test").crawl_delay == 3.0
+    assert restored.get("dead.test").dead is True
+    assert restored.get("skipped.test").parked_until == math.inf
+    assert restored.get("parked.test").parked_until == pytest.approx(12.0 + 99.0, abs=0.1)
+
+
+def test_restored_hosts_are_evicted_the_most_idle_first() -> None:
+    doc = {"version": 1, "saved_at": 1000.0, "hosts": {
+        "recent.test": {"adaptive": 2.0, "idle_for": 1.0},
+        "idle.test": {"adaptive": 2.0, "idle_for": 250.0}}}
+    table = HostTable(CONFIG)
+    persistence.restore(table, doc, 500.0, 1000.0)
+    # idle.test was touched at 250, recent.test at 499: a cutoff at 300 forgets the first
+    assert table.evict(300.0) == 1
+    assert [k for k, _ in table.items()] == ["recent.test"]
+
+
 def test_ip_waits_round_trip_on_the_wall_clock(tmp_path: Path) -> None:
     ips = IPTable(0.25)
     ips.spend("10.0.0.1", 4998.0, 8.0)   # free at 5006: 6 s left at saving

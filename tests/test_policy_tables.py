@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from scrapy_politeness.policy import Config, HostTable, IPTable, Outcome, Signal
@@ -312,15 +314,70 @@ def _table_with_states() -> HostTable:
 def test_evict_keeps_hosts_that_are_not_at_rest() -> None:
     h = _table_with_states()
     assert len(h) == 6
-    assert h.evict(100.0) == 2
+    assert h.evict(50.0) == 4
     assert "idle.com" not in h
     assert "backoff.com" not in h  # merely backed off: forgotten after the idle time
-    assert sorted(k for k, _ in h.items()) == ["cd.com", "dead.com", "ra.com", "recent.com"]
+    # dead.com and cd.com left their full state for a compact record
+    assert sorted(k for k, _ in h.items()) == ["ra.com", "recent.com"]
+    assert "dead.com" in h
+    assert "cd.com" in h
+    assert h.verdicts.counts() == (1, 1, 0)
     # Once the Retry-After window is over, that host goes too.
     assert h.evict(199.0) == 0
     # ra.com's window is over, and recent.com (touched at 200) is back at rest.
     assert h.evict(1000.5) == 2
-    assert sorted(k for k, _ in h.items()) == ["cd.com", "dead.com"]
+    assert len(h) == 0
+    # The dead verdict ran out (ceiling + idle after its last renewal); the
+    # Crawl-delay stays for the crawl (robots.txt is not fetched again).
+    assert h.verdicts.counts() == (0, 1, 0)
+    assert "dead.com" not in h
+    assert h.get("cd.com").crawl_delay == 3.0
+
+
+def test_a_dead_host_evicted_is_still_dead_and_a_drop_renews_it() -> None:
+    h = HostTable(Config(ceiling=60.0), dead_after=1)
+    h.get("dead.com").adaptive = 60.0
+    h.feedback("dead.com", Signal(503), 10.0)
+    assert h.evict(50.0) == 1
+    assert len(h) == 0
+    assert "dead.com" in h
+    # still dropped: the record comes back whole on the next look-up
+    state = h.peek("dead.com")
+    assert state is not None
+    assert state.dead
+    assert state.touched == 10.0
+    assert len(h) == 1
+    h.touch("dead.com", 500.0)  # a request came and was dropped
+    assert h.evict(499.0) == 0  # touched after the cutoff: whole
+    assert h.evict(500.0) == 1  # a record again, renewed at 500
+    h.evict(500.0 + 60.0 - 1.0)  # the ceiling not yet past the renewal
+    assert "dead.com" in h
+    h.evict(500.0 + 60.0)
+    assert "dead.com" not in h  # forgotten: a new host if it comes back
+    assert not h.get("dead.com").dead
+
+
+def test_parked_host_evicted_stays_parked_until_its_end() -> None:
+    h = HostTable(Config())
+    h.get("forever.com").parked_until = math.inf
+    h.get("later.com").parked_until = 500.0
+    h.get("forever.com").crawl_delay = 120.0  # skipped: parked for good instead
+    assert h.evict(100.0) == 2
+    assert h.verdicts.counts() == (0, 1, 1)
+    assert h.peek("later.com").parked_until == 500.0  # type: ignore[union-attr]
+    assert h.evict(100.0) == 1
+    assert h.evict(500.0) == 0
+    assert "later.com" not in h  # its park ended: nothing left to remember
+    assert h.peek("forever.com").parked_until == math.inf  # type: ignore[union-attr]
+
+
+def test_eviction_pops_from_the_least_recently_touched_end() -> None:
+    h = HostTable(Config(default=1.0, floor=1.0))
+    for i in range(5):
+        h.start(f"h{i}.com", float(i))
+    h.start("h0.com", 10.0)  # touched again: now the most recent
+    assert h.evict(5.0) == 4
+    assert [k for k, _ in h.items()] == ["h0.com"]
 
 
 def test_evict_keeps_a_host_whose_next_start_is_pending() -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ import dns.resolver
 from scrapy_politeness.dns.failures import DEFINITE, dns_failure_kind, negative_ttl_of
 from scrapy_politeness.dns.system import make_resolver, read_hosts_file
 from scrapy_politeness.policy import FailureKind, ip_literal
+from scrapy_politeness.policy.idle_maps import pop_idle, refit
 
 __all__ = ["MAX_QUERIES", "TRANSIENT_TTL", "TRIES", "DnsCache", "DnsStats", "read_hosts_file"]
 
@@ -100,7 +102,9 @@ class DnsCache:
         self._answers: dict[str, tuple[str, ...]] = {}  # every address, for names with several
         self._failed: dict[str, FailureKind] = {}  # the kind of each cached failure
         self._definite: set[str] = set()  # those that are the zone's answer (RFC 2308)
-        self._pins: dict[str, tuple[str, float]] = {}
+        self._used: OrderedDict[str, float] = OrderedDict()  # name -> last use, oldest first
+        self._pins: OrderedDict[str, tuple[str, float]] = OrderedDict()
+        self._high = self._pins_high = 0  # the maps' high-water marks (policy.idle_maps)
         self._inflight: dict[str, asyncio.Task[str | None]] = {}
         self._resolver = make_resolver(nameservers, timeout, TRIES, resolv_conf)
         self._max_queries = max_queries
@@ -112,9 +116,13 @@ class DnsCache:
     def lookup(self, hostname: str) -> object:
         """The cached IP (or None for a cached failure), or ``MISS``."""
         entry = self._cache.get(hostname)
-        if entry is not None and entry[1] > self._clock():
-            self.stats.cache_hits += 1
-            return entry[0]
+        if entry is not None:
+            now = self._clock()
+            if entry[1] > now:
+                self.stats.cache_hits += 1
+                self._used[hostname] = now
+                self._used.move_to_end(hostname)
+                return entry[0]
         return self.MISS
 
     def failure(self, hostname: str) -> FailureKind:
@@ -131,7 +139,9 @@ class DnsCache:
         Stored under the spelling the resolver asks with (no trailing dot;
         URL host names are already lower case), whatever the URL's spelling.
         """
-        self._pins[hostname.rstrip(".")] = (ip, self._clock())
+        name = hostname.rstrip(".")
+        self._pins[name] = (ip, self._clock())
+        self._pins.move_to_end(name)
 
     def pinned(self, hostname: str) -> str | None:
         """The address the gate last accounted ``hostname`` to, if any."""
@@ -169,7 +179,10 @@ class DnsCache:
     async def _lookup_and_cache(self, hostname: str) -> str | None:
         addresses, ttl, kind = await self._query(hostname)
         ip = addresses[0] if addresses else None
-        self._cache[hostname] = (ip, self._clock() + ttl)
+        now = self._clock()
+        self._cache[hostname] = (ip, now + ttl)
+        self._used[hostname] = now
+        self._used.move_to_end(hostname)
         if addresses is not None and len(addresses) > 1:
             self._answers[hostname] = addresses
         else:
@@ -252,20 +265,23 @@ class DnsCache:
         return tuple(dict.fromkeys(str(info[4][0]) for info in infos))
 
     def evict(self, pin_cutoff: float) -> int:
-        """Drop expired answers and pins older than ``pin_cutoff``; returns the count."""
-        now = self._clock()
-        stale = [name for name, (_, expiry) in self._cache.items() if expiry <= now]
-        for name in stale:
-            del self._cache[name]
-        for name in stale:
+        """Drop answers not looked up and pins not renewed since ``pin_cutoff``
+        (O(evicted): the cache follows the names in use); returns the count.
+        An answer expired but in use stays until a new look-up replaces it."""
+        self._high = max(self._high, len(self._used))
+        gone = pop_idle(self._used, pin_cutoff, float)
+        for name in gone:
+            self._cache.pop(name, None)
             self._failed.pop(name, None)
             self._definite.discard(name)
             self._answers.pop(name, None)
-        old = [name for name, (_, at) in self._pins.items() if at <= pin_cutoff]
-        for name in old:
-            del self._pins[name]
-        if len(stale) > len(self._cache):  # dicts never shrink on deletion: rebuild
-            self._cache = dict(self._cache)
-        if len(old) > len(self._pins):
-            self._pins = dict(self._pins)
-        return len(stale) + len(old)
+        self._used, high = refit(self._used, self._high)
+        if high < self._high:  # refitted: the others lost as many names
+            self._cache, self._failed = dict(self._cache), dict(self._failed)
+            self._answers = dict(self._answers)
+            self._definite = set(self._definite)
+        self._high = high
+        self._pins_high = max(self._pins_high, len(self._pins))
+        unpinned = pop_idle(self._pins, pin_cutoff, lambda pin: pin[1])
+        self._pins, self._pins_high = refit(self._pins, self._pins_high)
+        return len(gone) + len(unpinned)

@@ -4,10 +4,16 @@ A dead host sat at the ceiling for ``POLITENESS_DEAD_AFTER`` fetches; a parked
 one asked for a wait that would stall the crawl (a Retry-After above
 ``POLITENESS_MAX_RETRY_AFTER``, a skipped Crawl-delay). Their requests fail
 with ``IgnoreRequest`` naming the reason, counted under ``politeness/dropped/``.
+
+The reasons are kept for the last ``MAX_REASONS`` hosts given one; an older
+host's drops say the plain "dead"/"parked" message (its verdict itself is in
+the host table, as a compact record once idle). A dropped request of a dead
+host renews its verdict: a host is remembered dead while requests keep coming.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
@@ -22,7 +28,10 @@ if TYPE_CHECKING:
     from scrapy_politeness.observe.observer import Observer
     from scrapy_politeness.policy import HostState, HostTable
 
-__all__ = ["DroppedHosts"]
+__all__ = ["MAX_REASONS", "DroppedHosts"]
+
+MAX_REASONS = 1024
+"""Drop reasons remembered (the newest); older hosts get the plain message."""
 
 
 class DroppedHosts:
@@ -34,7 +43,7 @@ class DroppedHosts:
         self.driver = driver
         self.observer = observer
         self.stats = stats
-        self.reasons: dict[str, str] = {}
+        self.reasons: OrderedDict[str, str] = OrderedDict()
 
     def check(self, key: str, now: float) -> None:
         """Raise ``IgnoreRequest`` for a request that must not wait: closing, dead, parked."""
@@ -45,6 +54,7 @@ class DroppedHosts:
         if state is None:
             return
         if state.dead:
+            self.hosts.touch(key, now)  # a dead verdict lasts while requests come
             self.stats.inc_value(STATS + "dropped/dead")
             raise IgnoreRequest(self.reasons.get(key, f"politeness: host {key} is dead"))
         if now < state.parked_until:
@@ -53,7 +63,7 @@ class DroppedHosts:
 
     def dead(self, key: str, reason: str) -> None:
         """``key`` was declared dead (here or by another crawler): drop its waiters."""
-        self.reasons[key] = reason
+        self._remember(key, reason)
         self.driver.drop_host(key, reason, STATS + "dropped/dead")
         self.driver.retime(key)  # the scheduler queue hands its requests out now, to be dropped
 
@@ -70,14 +80,27 @@ class DroppedHosts:
         if until > state.parked_until:
             first = state.parked_until <= now
             state.parked_until = until
-            self.reasons[key] = reason
+            self._remember(key, reason)
             self.observer.parked(now, key, until, reason, first=first)
         self.driver.drop_host(key, reason, STATS + "dropped/parked")
         self.driver.retime(key)  # the scheduler queue hands its requests out now, to be dropped
 
+    def _remember(self, key: str, reason: str) -> None:
+        reasons = self.reasons
+        reasons[key] = reason
+        reasons.move_to_end(key)
+        if len(reasons) > MAX_REASONS:
+            reasons.popitem(last=False)
+
     def prune(self, now: float) -> None:
-        """Forget the reasons of hosts neither dead nor parked any more (or evicted)."""
-        for key in [k for k in self.reasons
-                    if (s := self.hosts.peek(k)) is None
-                    or (not s.dead and s.parked_until <= now)]:
+        """Forget the reasons of hosts neither dead nor parked any more (or
+        forgotten): at most ``MAX_REASONS`` looked at, whatever the hosts."""
+        for key in [k for k in self.reasons if not self._dropping(k, now)]:
             del self.reasons[key]
+
+    def _dropping(self, key: str, now: float) -> bool:
+        state = self.hosts.whole(key)
+        if state is not None:
+            return state.dead or state.parked_until > now
+        record = self.hosts.verdicts.peek(key)  # an idle host's compact verdict
+        return record is not None and (record[0] is not None or record[2] > now)

@@ -9,7 +9,10 @@ from typing import Any
 
 from scrapy_politeness.policy import host_key
 
-__all__ = ["HostKeys", "make_key_function"]
+__all__ = ["TRIM_AT", "HostKeys", "make_key_function"]
+
+TRIM_AT = 4096
+"""Names the memos may hold after an eviction pass."""
 
 
 def make_key_function(grouping: str) -> Callable[[str], str]:
@@ -56,6 +59,12 @@ class HostKeys:
         return None if exempt else ip
 
     def trim(self) -> None:
-        """Bound the memo of exempt answers (called now and then)."""
-        if len(self._exempt) > 65536:
+        """Bound the memos (called at each eviction pass): past ``TRIM_AT``
+        names they start afresh, so what they hold follows the hosts in use
+        (an active host's key is worked out again once, ~1 µs), not the last
+        65,536 hosts of a crawl that has moved on."""
+        if len(self._exempt) > TRIM_AT:
             self._exempt.clear()
+        info = getattr(self.key, "cache_info", None)
+        if info is not None and info().currsize > TRIM_AT:
+            self.key.cache_clear()  # type: ignore[attr-defined]

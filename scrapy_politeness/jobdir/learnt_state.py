@@ -82,7 +82,8 @@ class JobState:
     def save(self, hosts: HostTable, ips: IPTable, now: float, stats: StatsCollector) -> None:
         if self.path is None:
             return
-        document = persistence.snapshot(hosts.items(), now, time.time(), ips.items())
+        document = persistence.snapshot([*hosts.items(), *hosts.compact_items()], now,
+                                        time.time(), ips.items())
         try:
             persistence.save(self.path, document)
         except (OSError, ValueError) as exc:

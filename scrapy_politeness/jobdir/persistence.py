@@ -243,7 +243,11 @@ def restore(hosts: HostTable, document: dict[str, Any], now: float,
     """
     elapsed = max(0.0, wall - float(document["saved_at"]))
     restored = []
-    for key, saved in document["hosts"].items():
+    # The most idle first: the table is kept least recently touched first, so
+    # its eviction pops these from the front.
+    saved_hosts = sorted(document["hosts"].items(),
+                         key=lambda kv: -float(kv[1].get("idle_for", 0.0)))
+    for key, saved in saved_hosts:
         state = hosts.get(key)
         entry = saved
         if saved.get("dead", False) and dead_verdict_expired(

@@ -96,11 +96,12 @@ def snapshot(hosts: HostTable, waits: PeriodWaits, where: str, holding: str = ""
     (a Crawl-delay alone does not count: the site asked, nothing went wrong).
     """
     backing_off = dead = 0
-    for _, state in hosts.items():
+    for state in hosts.states():  # the active hosts only: idle ones are evicted
         if state.dead:
             dead += 1
         elif state.adaptive > state.config.default + 1e-9:
             backing_off += 1
+    dead += hosts.verdicts.counts()[0]  # idle dead hosts, kept as compact records
     count, mean, top = waits.take()
     return Snapshot(len(hosts), where, count, mean, top, backing_off, dead, holding)
 

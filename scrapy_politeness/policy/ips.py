@@ -24,7 +24,10 @@ spacing this table gives (reserve.lua's ``ip_spacing``).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
+
+from scrapy_politeness.policy.idle_maps import refit
 
 __all__ = ["BACKOFF", "CONFIRM", "IP_MODELS", "MIN_PACE", "SHRINK", "WINDOW", "IPTable",
            "machine_evidence"]
@@ -80,7 +83,7 @@ class IPTable:
     design's coupling, the plugin's setting defaults to ``"decoupled"``.
     """
 
-    __slots__ = ("_next", "_pace", "coupled", "floor", "model")
+    __slots__ = ("_high", "_next", "_pace", "coupled", "floor", "model")
 
     def __init__(self, floor: float, model: str = "coupled") -> None:
         if floor < 0:
@@ -90,7 +93,9 @@ class IPTable:
         self.floor = floor
         self.model = model
         self.coupled = model == "coupled"
-        self._next: dict[str, float] = {}
+        # Least recently pushed first: eviction pops from the front (O(evicted)).
+        self._next: OrderedDict[str, float] = OrderedDict()
+        self._high = 0  # the high-water mark of ``_next`` (policy.idle_maps)
         self._pace: dict[str, _Pace] = {}  # decoupled: the IPs widened past the floor
 
     def __len__(self) -> int:
@@ -125,6 +130,7 @@ class IPTable:
         cur = self._next.get(ip, 0.0)  # type: ignore[arg-type]
         if nxt > cur:
             self._next[ip] = nxt  # type: ignore[index]
+            self._next.move_to_end(ip)  # type: ignore[arg-type]
 
     def lower(self, ip: str | None, now: float, interval: float) -> None:
         """Move ``ip``'s next-eligible back to ``now + spacing(ip, interval)`` if
@@ -162,6 +168,8 @@ class IPTable:
             return False
         if pace is None:
             pace = self._pace[ip] = _Pace(self.floor)  # type: ignore[index]
+            # evicted with the IP's entry: one is made if the IP has none (yet)
+            self._next.setdefault(ip, 0.0)  # type: ignore[arg-type]
         pace.n += 1
         pace.run = 0
         machine = pace.fail_key != key and pace.n - pace.fail_n <= WINDOW
@@ -180,18 +188,26 @@ class IPTable:
         """Let ``ip`` start no earlier than ``at`` (a restored wait); never moves it backwards."""
         if not _is_zero_ip(ip) and at > self._next.get(ip, 0.0):
             self._next[ip] = at
+            self._next.move_to_end(ip)
 
     def evict(self, cutoff: float) -> int:
         """Drop IPs whose next-eligible instant is at or before ``cutoff``.
 
         Such an IP's bucket is full again, so forgetting it changes no
         decision (a widened pace goes with it: the machine had the idle time
-        to recover). Returns the number evicted.
+        to recover). Pops from the least recently pushed end, so the cost is
+        the IPs evicted; an IP pushed far ahead (a long interval) keeps the
+        ones pushed after it for at most that long. Returns the number evicted.
         """
-        stale = [ip for ip, nxt in self._next.items() if nxt <= cutoff]
-        for ip in stale:
-            del self._next[ip]
+        entries = self._next
+        self._high = max(self._high, len(entries))
+        evicted = 0
+        while entries:  # least recently pushed first; a later push is later, or near
+            ip, nxt = next(iter(entries.items()))
+            if nxt > cutoff:
+                break
+            del entries[ip]
             self._pace.pop(ip, None)
-        if len(stale) > len(self._next):  # a dict never shrinks on deletion: rebuild it
-            self._next = dict(self._next)
-        return len(stale)
+            evicted += 1
+        self._next, self._high = refit(entries, self._high)
+        return evicted

@@ -1,0 +1,111 @@
+"""Memory that follows the active hosts: eviction by use, in O(evicted), maps refitted."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import OrderedDict
+from pathlib import Path
+
+import pytest_twisted
+from fakeclock import Clock
+from twisted.internet.defer import Deferred
+
+from scrapy_politeness.dns.cache import DnsCache
+from scrapy_politeness.policy import IPTable
+from scrapy_politeness.policy.idle_maps import refit
+
+
+def _cache(tmp_path: Path, clock: Clock) -> DnsCache:
+    hosts = tmp_path / "hosts"
+    hosts.write_text("".join(f"127.0.0.{i} h{i}.test\n" for i in range(1, 6)))
+    return DnsCache(nameservers=(("127.0.0.1", 9),), hosts_file=str(hosts), clock=clock,
+                    min_ttl=1.0, max_ttl=10.0)
+
+
+@pytest_twisted.ensureDeferred
+async def test_dns_answers_follow_the_names_in_use_not_their_ttl(tmp_path: Path) -> None:
+    clock = Clock(1000.0)
+    cache = _cache(tmp_path, clock)
+    for i in range(1, 6):  # from the hosts file: no query leaves the process
+        await Deferred.fromFuture(asyncio.ensure_future(cache.resolve(f"h{i}.test")))
+    assert len(cache) == 5
+    clock.now = 1005.0
+    assert cache.lookup("h2.test") == "127.0.0.2"  # in use
+    clock.now = 1300.0
+    assert cache.evict(pin_cutoff=1004.0) == 4  # the others were not looked up since 1000
+    assert len(cache) == 1
+    assert cache.lookup("h2.test") is DnsCache.MISS  # expired meanwhile: asked again when used
+    assert cache.evict(pin_cutoff=1005.0) == 1
+    assert len(cache) == 0
+
+
+def test_dns_pins_are_evicted_least_recently_renewed_first(tmp_path: Path) -> None:
+    clock = Clock(0.0)
+    cache = _cache(tmp_path, clock)
+    for i in range(3):
+        clock.now = float(i)
+        cache.pin(f"h{i}.test", "127.0.0.1")
+    clock.now = 10.0
+    cache.pin("h0.test", "127.0.0.1")  # renewed: the most recent now
+    assert cache.evict(pin_cutoff=5.0) == 2
+    assert cache.pinned("h0.test") == "127.0.0.1"
+    assert cache.pinned("h1.test") is None
+
+
+def test_an_ip_widened_after_its_entry_was_evicted_is_evicted_with_it() -> None:
+    ips = IPTable(0.25, "decoupled")
+    ips.feedback("10.0.0.1", "a.test", 503, 0.0, False)  # no spend recorded (evicted)
+    ips.feedback("10.0.0.1", "b.test", 503, 0.0, False)  # a second vhost: the machine
+    assert ips.interval("10.0.0.1") > 0.25
+    assert ips.evict(100.0) == 1
+    assert ips.interval("10.0.0.1") == 0.25  # nothing left behind
+
+
+def test_ip_eviction_stops_at_the_first_ip_still_ahead() -> None:
+    ips = IPTable(0.25)
+    ips.spend("a", 0.0, 1.0)  # 1
+    ips.spend("b", 0.5, 1.0)  # 1.5
+    ips.spend("a", 1.0, 1.0)  # a pushed again: 2, now after b
+    assert ips.evict(1.6) == 1
+    assert [ip for ip, _ in ips.items()] == ["a"]
+
+
+def test_a_map_emptied_by_eviction_is_copied_once_below_a_quarter() -> None:
+    big: OrderedDict[str, int] = OrderedDict((str(i), i) for i in range(100))
+    same, high = refit(big, 0)
+    assert same is big
+    assert high == 100
+    for i in range(75):
+        del big[str(i)]
+    same, high = refit(big, high)
+    assert same is big  # 25 of 100: not yet
+    del big["75"]
+    copied, high = refit(big, high)
+    assert copied is not big
+    assert list(copied) == [str(i) for i in range(76, 100)]
+    assert high == 24
+
+
+def test_a_crawl_delay_learnt_before_the_host_went_idle_still_spaces_it() -> None:
+    from scrapy_politeness.policy import Config, Gate, HostTable
+
+    hosts = HostTable(Config(default=1.0, floor=0.25, ceiling=60.0))
+    ips = IPTable(0.0)
+    gate: Gate[int] = Gate(hosts, ips)
+    hosts.start("slow.test", 0.0)
+    hosts.set_crawl_delay("slow.test", 5.0)  # robots.txt asked for it
+    assert hosts.evict(1000.0) == 1  # idle long past the idle time: a compact record
+    assert hosts.whole("slow.test") is None
+    for token in range(3):
+        gate.submit("slow.test", "10.0.0.1", token, 2000.0)
+    starts = []
+    now = 2000.0
+    while len(starts) < 3:
+        at = gate.next_event()
+        assert at is not None
+        now = max(now, at)
+        for release in gate.poll(now):
+            starts.append(release.at)
+            gate.done(release.key)
+    assert [b - a for a, b in itertools.pairwise(starts)] == [5.0, 5.0]
