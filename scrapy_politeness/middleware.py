@@ -38,6 +38,7 @@ from scrapy_politeness.downloader.feedback import Outcomes
 from scrapy_politeness.downloader.gate_driver import GateDriver, Waiter
 from scrapy_politeness.downloader.gc_freeze import freeze_start_heap
 from scrapy_politeness.downloader.host_keys import HostKeys
+from scrapy_politeness.downloader.loop_lag import LoopMonitor
 from scrapy_politeness.downloader.periodic import PeriodicTasks
 from scrapy_politeness.downloader.proxies import is_proxied
 from scrapy_politeness.downloader.send_lateness import Dispatch, SendSlip
@@ -112,8 +113,9 @@ class PolitenessMiddleware:
             stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after)
         self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
+        self.loop_lag = LoopMonitor()  # the crawl's own share of every latency
         self.tickets = Tickets(crawler, driver=self.driver, outcomes=self.outcomes,
-                               hosts=self.hosts)
+                               hosts=self.hosts, loop_lag=self.loop_lag)
         self._dispatched = self.tickets.held  # request -> its dispatch, until its slot is freed
         self.watchdog = Watchdog(self.gate, self.driver, self.hosts, self.stats,
                                  timeout=crawler.settings.getfloat("DOWNLOAD_TIMEOUT"),
@@ -207,6 +209,7 @@ class PolitenessMiddleware:
             self.dns.pin(hostname, ip)
         dispatch.at, dispatch.booked_slip = release.at, booked_slip
         now = loop.time()
+        dispatch.busy = self.loop_lag.busy(now)
         self.slip.sent(dispatch, now, state)
         waited = release.at - submitted
         request.meta["politeness"] = {  # rounded: people read these (items, logs)
@@ -220,7 +223,9 @@ class PolitenessMiddleware:
         dispatch = self._dispatched.get(request)
         latency = request.meta.get("download_latency")
         if dispatch is not None and latency is not None and self.loop is not None:
-            self.slip.headers_received(dispatch, latency, self.loop.time())
+            now = self.loop.time()
+            dispatch.loop_lag = self.loop_lag.busy(now) - dispatch.busy
+            self.slip.headers_received(dispatch, latency, now)
 
     # -- the outcome ---------------------------------------------------------
 
@@ -266,6 +271,7 @@ class PolitenessMiddleware:
         self.observer.open(spider, now)
         self.jobstate.restore(self.hosts, self.ips, now, self.stats, self.observer.trace)
         self.periodic.start(loop)
+        self.loop_lag.start(loop)
 
     def _close_gate(self, reason: str) -> None:
         if self.backend is not None:  # requests held for a lost backend must not wait on
@@ -274,6 +280,7 @@ class PolitenessMiddleware:
 
     async def _spider_closed(self, spider: Spider) -> None:
         self.periodic.stop()
+        self.loop_lag.stop()
         self._close_gate("politeness: spider closed")
         if self.robots_prefetch is not None:
             self.robots_prefetch.close()

@@ -67,6 +67,8 @@ class Dispatch:
     spent: float = math.nan  # the host's last start this send left (see SendSlip.sent)
     ip_next: float = math.nan  # the IP's next-eligible instant this send left
     cold: bool = False  # sent with no kept-alive connection of its host known idle
+    busy: float = 0.0  # the loop's accumulated lateness at the send (LoopMonitor.busy)
+    loop_lag: float = math.nan  # the loop's lateness from the send to its headers
 
 
 class LateArrivals(Protocol):

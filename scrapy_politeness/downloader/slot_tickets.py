@@ -24,6 +24,7 @@ back at the first of:
 
 from __future__ import annotations
 
+import math
 import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from scrapy_politeness.downloader.failure_kinds import classify_exception
 from scrapy_politeness.downloader.proxies import ProxyFailures
 from scrapy_politeness.observe.observer import STATS
 from scrapy_politeness.policy import reached_server, retry_after_seen
+from scrapy_politeness.policy.latency import server_latency
 from scrapy_politeness.scrapy_internals import downloader_active
 
 if TYPE_CHECKING:
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
 
     from scrapy_politeness.downloader.feedback import Outcomes
     from scrapy_politeness.downloader.gate_driver import GateDriver
+    from scrapy_politeness.downloader.loop_lag import LoopMonitor
     from scrapy_politeness.downloader.send_lateness import Dispatch
     from scrapy_politeness.policy import HostTable
 
@@ -54,8 +57,9 @@ class Tickets:
     """The held slots of one crawler: ``held`` maps a request to its dispatch."""
 
     def __init__(self, crawler: Crawler, *, driver: GateDriver, outcomes: Outcomes,
-                 hosts: HostTable) -> None:
+                 hosts: HostTable, loop_lag: LoopMonitor) -> None:
         self.crawler = crawler
+        self.loop_lag = loop_lag
         self.driver = driver
         self.outcomes = outcomes
         self.hosts = hosts
@@ -87,8 +91,15 @@ class Tickets:
         assert loop is not None
         now = loop.time()  # an HTTP-date is measured on the server's clock
         retry_after = retry_after_seen(self.hosts.get(dispatch.key), response.headers, now)
-        latency = request.meta.get("download_latency") or 0.0
-        self.outcomes.feed(dispatch, response.status, retry_after, float(latency), now)
+        latency = float(request.meta.get("download_latency") or 0.0)
+        if latency > 0.0:  # the server's share: net of the crawl's own loop lag meanwhile
+            lag = dispatch.loop_lag
+            if math.isnan(lag):  # no headers signal (another handler): lag until now
+                lag = self.loop_lag.busy(now) - dispatch.busy
+            latency = server_latency(latency, lag)
+            if latency == 0.0:
+                self.stats.inc_value(STATS + "latency/loop_bound")
+        self.outcomes.feed(dispatch, response.status, retry_after, latency, now)
 
     def exception(self, request: Request, exception: BaseException) -> None:
         """Feed a failed download back (when it reached the server) and free the slot (once)."""
