@@ -42,6 +42,7 @@ from scrapy_politeness.downloader.loop_lag import LoopMonitor
 from scrapy_politeness.downloader.periodic import PeriodicTasks
 from scrapy_politeness.downloader.proxies import is_proxied
 from scrapy_politeness.downloader.send_lateness import Dispatch, SendSlip
+from scrapy_politeness.downloader.signal_hub import SignalHub
 from scrapy_politeness.downloader.slot_tickets import Tickets
 from scrapy_politeness.downloader.watchdog import Watchdog
 from scrapy_politeness.jobdir.learnt_state import JobState
@@ -125,7 +126,7 @@ class PolitenessMiddleware:
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
         self.crawl_delays = CrawlDelays(self, crawler.settings)
         crawler.signals.connect(self.crawl_delays.parsed, signal=signals.robots_parsed)
-        crawler.signals.connect(self._headers_received, signal=signals.headers_received)
+        SignalHub.of(crawler).on(signals.headers_received, self._headers_received)
         self.robots_prefetch = RobotsPrefetch.connect(crawler, settings, self.stats)
         self.periodic = PeriodicTasks(
             crawler, settings, gate=self.gate, driver=self.driver, hosts=self.hosts,
@@ -192,7 +193,7 @@ class PolitenessMiddleware:
                 booked, release, state, loop, slip=self.slip, shared=self.shared,
                 stats=self.stats, margin=self.settings.send_margin,
                 ip_spacing=None if bucket is None
-                else self.ips.spacing(bucket, state.ip_interval()))
+                else self.ips.spacing(bucket, state.ip_clamped))
             if went is None:
                 booked = None
             else:
@@ -229,8 +230,7 @@ class PolitenessMiddleware:
 
     # -- the outcome ---------------------------------------------------------
 
-    # A download's own end frees its slot and feeds it back (downloader/slot_tickets.py);
-    # these two see what a download did not end (a middleware above answered).
+    # A download's own end frees its slot (slot_tickets.py); these see what it did not end.
 
     def process_response(self, request: Request, response: Response) -> Response:
         self.tickets.response(request, response)

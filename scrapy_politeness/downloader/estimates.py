@@ -107,7 +107,7 @@ class RequestBuckets:
             config = self.settings.config_for(key)
             interval = ip_interval = config.host_interval(config.default)
         else:
-            interval, ip_interval = state.interval(), state.ip_interval()
+            interval, ip_interval = state.clamped, state.ip_clamped
         ip_interval = self.ips.spacing(ip, ip_interval)  # what a start spends on its IP
         rule = self.eligibility
         return Readiness(key, ip, rule.state_ready(state), rule.ip_ready(ip), interval, ip_interval)

@@ -50,7 +50,7 @@ def late_allowance(state: HostState, ip_spacing: float | None) -> float:
     after this booking, minus the frontier's lead; half of what is left leaves
     the report ample time to land first. Later than this: booked afresh.
     """
-    spacing = state.interval()
+    spacing = state.clamped
     if ip_spacing is not None and ip_spacing < spacing:
         spacing = ip_spacing
     return max(0.0, (spacing - LEAD) / 2.0)
@@ -103,10 +103,10 @@ class SendSlip:
 
         A 0 host interval spaces nothing on the host, but the IP floor still
         spaces the IP."""
-        if state.interval() > 0 and at > state.last_start:
+        if state.clamped > 0 and at > state.last_start:
             state.last_start = at
-        if state.interval() > 0 or self.ips.floor > 0:
-            self.ips.spend(ip, at, state.ip_interval())
+        if state.clamped > 0 or self.ips.floor > 0:
+            self.ips.spend(ip, at, state.ip_clamped)
 
     def sent(self, dispatch: Dispatch, now: float, state: HostState) -> None:
         """Remember a send until it is written, so a long turn that holds it can
@@ -177,7 +177,7 @@ class SendSlip:
         if release.interval > 0 and at > state.last_start:
             state.last_start = at
         if release.interval > 0 or self.ips.floor > 0:
-            self.ips.spend(release.ip, at, state.ip_interval())
+            self.ips.spend(release.ip, at, state.ip_clamped)
 
     def timer_fired(self, expected: float, now: float) -> None:
         """The gate's timer ran at ``now`` for ``expected``: late means a stall."""
@@ -243,12 +243,12 @@ class SendSlip:
         """
         at = now - self.margin
         moved = False
-        if host_mine and state.interval() > 0 and at < state.last_start:
+        if host_mine and state.clamped > 0 and at < state.last_start:
             state.last_start = at
             moved = True
-        if ip_mine and (state.interval() > 0 or self.ips.floor > 0):
+        if ip_mine and (state.clamped > 0 or self.ips.floor > 0):
             before = self.ips.eligible_at(dispatch.ip)
-            self.ips.lower(dispatch.ip, at, state.ip_interval())
+            self.ips.lower(dispatch.ip, at, state.ip_clamped)
             moved = moved or self.ips.eligible_at(dispatch.ip) < before
         if moved and self.on_earlier is not None:
             self.on_earlier(dispatch.key)

@@ -34,6 +34,7 @@ from scrapy.exceptions import IgnoreRequest
 
 from scrapy_politeness.downloader.failure_kinds import classify_exception
 from scrapy_politeness.downloader.proxies import ProxyFailures
+from scrapy_politeness.downloader.signal_hub import SignalHub
 from scrapy_politeness.observe.observer import STATS
 from scrapy_politeness.policy import reached_server, retry_after_seen
 from scrapy_politeness.policy.latency import server_latency
@@ -66,8 +67,9 @@ class Tickets:
         self.stats = crawler.stats
         self.held: dict[Request, Dispatch] = {}
         self.proxy = ProxyFailures(self.stats, driver.done)  # outcomes that are the proxy's
-        crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
-        crawler.signals.connect(self._left, signal=signals.request_left_downloader)
+        hub = SignalHub.of(crawler)
+        hub.on(signals.response_downloaded, self._downloaded)
+        hub.on(signals.request_left_downloader, self._left)
 
     def hold(self, request: Request, dispatch: Dispatch) -> None:
         self.held[request] = dispatch
