@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -27,7 +26,6 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_politeness.distributed import make_backend
-from scrapy_politeness.distributed.booking import booked_start, go_as_booked
 from scrapy_politeness.distributed.sync import SharedSync
 from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.crawl_delays import CrawlDelays
@@ -40,8 +38,7 @@ from scrapy_politeness.downloader.gc_freeze import freeze_start_heap
 from scrapy_politeness.downloader.host_keys import HostKeys
 from scrapy_politeness.downloader.loop_lag import LoopMonitor
 from scrapy_politeness.downloader.periodic import PeriodicTasks
-from scrapy_politeness.downloader.proxies import is_proxied
-from scrapy_politeness.downloader.send_lateness import Dispatch, SendSlip
+from scrapy_politeness.downloader.send_lateness import SendSlip
 from scrapy_politeness.downloader.signal_hub import SignalHub
 from scrapy_politeness.downloader.slot_tickets import Tickets
 from scrapy_politeness.downloader.watchdog import Watchdog
@@ -49,6 +46,7 @@ from scrapy_politeness.jobdir.learnt_state import JobState
 from scrapy_politeness.observe.observer import STATS, Observer
 from scrapy_politeness.policy import Gate, HostTable, IPTable
 from scrapy_politeness.scheduler.robots_prefetch import RobotsPrefetch
+from scrapy_politeness.sending import Sender
 from scrapy_politeness.settings import PolitenessSettings
 from scrapy_politeness.startup import load_settings, start_line, warn_missing_internals
 
@@ -118,6 +116,11 @@ class PolitenessMiddleware:
         self.tickets = Tickets(crawler, driver=self.driver, outcomes=self.outcomes,
                                hosts=self.hosts, loop_lag=self.loop_lag)
         self._dispatched = self.tickets.held  # request -> its dispatch, until its slot is freed
+        self.sender = Sender(
+            hosts=self.hosts, ips=self.ips, slip=self.slip, shared=self.shared, dns=self.dns,
+            dns_pin=settings.dns_pin, dropped=self.dropped, observer=self.observer,
+            loop_lag=self.loop_lag, held=self._dispatched, stats=self.stats,
+            margin=settings.send_margin)
         self.watchdog = Watchdog(self.gate, self.driver, self.hosts, self.stats,
                                  timeout=crawler.settings.getfloat("DOWNLOAD_TIMEOUT"),
                                  live=self.tickets.live)
@@ -172,53 +175,18 @@ class PolitenessMiddleware:
         if parsed.scheme not in NETWORK_SCHEMES or not parsed.hostname:
             return
         hostname = parsed.hostname
-        key = self.buckets.request_key(request, hostname)
-        if key is None:
-            return await self.buckets.resolve_only(hostname)
         loop = self.driver.loop
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
-        ip = await self.buckets.address(hostname, key, loop, self.dropped.check,
-                                        ask_again="retry_times" in request.meta,
-                                        proxied=is_proxied(request))
+        route = await self.buckets.route(request, hostname, loop, self.dropped.check)
+        if route is None:  # it bypasses the gate
+            return
+        key, ip = route
         submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
-        booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
-        dispatch = self._dispatched[request] = Dispatch(key, release.at, ip)  # holds a slot
-        booked_slip = math.inf
-        state = self.hosts.get(key)
-        if booked is not None:  # that booking is the shared spend; a later send is reported
-            went = await go_as_booked(
-                booked, release, state, loop, slip=self.slip, shared=self.shared,
-                stats=self.stats, margin=self.settings.send_margin,
-                ip_spacing=None if bucket is None
-                else self.ips.spacing(bucket, state.ip_clamped))
-            if went is None:
-                booked = None
-            else:
-                release, booked_slip = went
-        elif waited_in_gate:
-            self.slip.spend_at_send(release, loop.time())
-        elif self.slip.lag > 0.0005:
-            self.slip.spend_at_send(release, submitted)
-        if self.shared is not None and booked is None:
-            release, booked_slip = await self.shared.reserve(release, state, loop)
-            if state.dead:  # declared dead by another crawler while this one waited
-                self.dropped.check(key, loop.time())  # raises: its slot is freed above
-        if self.settings.dns_pin and ip is not None:
-            self.dns.pin(hostname, ip)
-        dispatch.at, dispatch.booked_slip = release.at, booked_slip
-        now = loop.time()
-        dispatch.busy = self.loop_lag.busy(now)
-        self.slip.sent(dispatch, now, state)
-        waited = release.at - submitted
-        request.meta["politeness"] = {  # rounded: people read these (items, logs)
-            "ip": ip, "key": key, "waited": round(waited, 6),
-            "interval": round(release.interval, 6),
-        }
-        self.observer.dispatched(now, key, state, ip=ip, url=request.url, waited=waited,
-                                 interval=release.interval)
+        await self.sender.send(request, release, ip=ip, bucket=bucket, hostname=hostname,
+                               submitted=submitted, waited_in_gate=waited_in_gate, loop=loop)
 
     def _headers_received(self, request: Request, **kwargs: Any) -> None:
         dispatch = self._dispatched.get(request)
