@@ -164,6 +164,8 @@ class PolitenessMiddleware:
     # -- the request ---------------------------------------------------------
 
     async def process_request(self, request: Request) -> None:
+        if request in self._dispatched:  # the same object again, its last pass unreported
+            self.tickets.reentered(request)
         try:
             await self._process_request(request)
         except BaseException:  # an error, a cancellation while a booked start sleeps

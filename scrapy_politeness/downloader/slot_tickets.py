@@ -16,6 +16,10 @@ back at the first of:
   change, the plugin's own hook or the sweep still frees the slot);
 - the plugin's ``process_response``/``process_exception``, for an answer that
   did not come from a download (a middleware above it answered instead);
+- its own return: a Request object that comes back to the plugin (a middleware
+  above returned ``request`` itself from ``process_request``) while it still
+  holds a ticket ended that pass unreported; freed as the sweep frees (below),
+  before it can wait in the gate behind its own slot;
 - the periodic sweep: a request that left Scrapy's downloader (``active``)
   with its ticket still held ended in a way nothing reported (a Request
   returned from another ``process_request``, a cancellation); freed with no
@@ -79,6 +83,13 @@ class Tickets:
         dispatch = self.held.pop(request, None)
         if dispatch is not None:
             self.driver.done(dispatch.key)
+
+    def reentered(self, request: Request) -> None:
+        """``request`` is back in the plugin holding a ticket: its last pass ended
+        unreported, so its slot is freed now (no outcome), not overwritten."""
+        dispatch = self.held.pop(request)
+        self.driver.done(dispatch.key)
+        self.stats.inc_value(STATS + "released_unreported")
 
     # -- the ends of a download ------------------------------------------------
 
