@@ -193,8 +193,9 @@ class PolitenessMiddleware:
     def _headers_received(self, request: Request, **kwargs: Any) -> None:
         dispatch = self._dispatched.get(request)
         latency = request.meta.get("download_latency")
-        if dispatch is not None and latency is not None and self.loop is not None:
-            now = self.loop.time()
+        loop = self.driver.loop
+        if dispatch is not None and latency is not None and loop is not None:
+            now = loop.time()
             dispatch.loop_lag = self.loop_lag.busy(now) - dispatch.busy
             self.slip.headers_received(dispatch, latency, now)
 

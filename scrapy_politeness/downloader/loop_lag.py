@@ -21,10 +21,13 @@ PERIOD = 0.01
 class LoopMonitor:
     """Accumulates the loop's lateness (:class:`LoopLag`) from a repeating timer."""
 
-    __slots__ = ("_timer", "lag", "loop")
+    __slots__ = ("_timer", "busy", "lag", "loop")
 
     def __init__(self) -> None:
         self.lag = LoopLag(PERIOD)
+        # busy(now): the lateness accumulated until now; two readings bound the lag
+        # between them (the rule's own method: one call at every send and answer).
+        self.busy = self.lag.busy
         self.loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
 
@@ -36,10 +39,6 @@ class LoopMonitor:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-    def busy(self, now: float) -> float:
-        """The lateness accumulated until ``now``: two readings bound the lag between them."""
-        return self.lag.busy(now)
 
     def _fired(self) -> None:
         loop = self.loop

@@ -80,6 +80,8 @@ class HostState:
 
     @adaptive.setter
     def adaptive(self, value: float) -> None:
+        if value == self._adaptive:
+            return
         self._adaptive = value
         self.clamped = self.config.host_interval(value, self._crawl_delay)
         self.ip_clamped = self.config.host_interval(value)
