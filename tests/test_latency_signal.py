@@ -3,7 +3,8 @@
 A crawl whose every response holds the event loop (tests/cpu_burn.py) measures
 ``download_latency`` inflated by its own busy loop; against servers that answer
 at once, no host may back off for latency. A server that really slows down
-still widens its interval. Real crawls of the farm.
+still widens its interval, on an idle loop and on a CPU-bound one. Real crawls
+of the farm.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ def test_a_cpu_bound_crawl_backs_off_no_fast_host_for_latency(farm_factory: Any)
     assert result.stat("politeness/backoff/latency") == 0, result.log[-3000:]
 
 
-def test_a_server_that_slows_down_still_widens(farm_factory: Any) -> None:
+@pytest.mark.parametrize("burn", [False, True], ids=["idle-loop", "cpu-bound"])
+def test_a_server_that_slows_down_still_widens(farm_factory: Any, burn: bool) -> None:
     spec = {"ips": IPS[:2], "hosts": {
         "quick.farm.test": {"ip": IPS[0], "kind": "normal", "pages": 6},
         "slow.farm.test": {"ip": IPS[1], "kind": "slow", "latency": 0.4, "pages": 6}}}
@@ -50,7 +52,7 @@ def test_a_server_that_slows_down_still_widens(farm_factory: Any) -> None:
     # One bucket for both: its latency jumps from the quick host's to the slow one's.
     urls = ([farm.url("quick.farm.test", f"/p/{i}") for i in range(6)]
             + [farm.url("slow.farm.test", f"/p/{i}") for i in range(6)])
-    result = _crawl(farm, urls, burn=False, meta={BUCKET: "one.bucket"},
+    result = _crawl(farm, urls, burn=burn, meta={BUCKET: "one.bucket"},
                     CONCURRENT_REQUESTS_PER_DOMAIN=1)
     assert result.stat("finish_reason", "") == "finished", result.log[-3000:]
     assert result.stat("politeness/backoff/latency") >= 1, result.log[-3000:]
