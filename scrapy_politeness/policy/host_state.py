@@ -29,10 +29,11 @@ class HostState:
     when either is set (``config`` is fixed for a state's life).
     """
 
-    __slots__ = ("_adaptive", "_crawl_delay", "backlog", "backoffs", "ceiling_streak",
+    __slots__ = ("_adaptive", "_crawl_delay", "alone", "backlog", "backoffs", "ceiling_streak",
                  "clamped", "config", "dates", "dead", "fail_at", "fail_cost", "gap",
                  "good_at", "healthy_run", "ip_clamped", "last_start", "latency",
-                 "not_before", "parked_until", "queued_since", "requests", "touched", "waited")
+                 "not_before", "parked_until", "queue_wait", "queued_since", "requests",
+                 "touched", "waited")
 
     def __init__(self, config: Config, adaptive: float, crawl_delay: float = 0.0, *,
                  last_start: float = float("-inf"), not_before: float = 0.0,
@@ -41,7 +42,8 @@ class HostState:
                  waited: float = 0.0, backoffs: dict[str, int] | None = None,
                  fail_at: float = 0.0, good_at: float = 0.0, healthy_run: int = 0,
                  gap: float = 0.0, fail_cost: float = 0.0, dates: ServerDates | None = None,
-                 queued_since: float = float("inf"), backlog: int = -1) -> None:
+                 queued_since: float = float("inf"), backlog: int = -1,
+                 queue_wait: float = 0.0, alone: float = 0.0) -> None:
         self.config = config
         self._adaptive = adaptive
         self._crawl_delay = crawl_delay
@@ -68,6 +70,11 @@ class HostState:
         # host has had requests waiting there, and how many are left (-1: unknown).
         self.queued_since = queued_since
         self.backlog = backlog
+        # What the report says of the host (this run only): request-seconds its
+        # requests waited in the scheduler queue, and the seconds it was the only
+        # host with requests waiting (the crawl ran for it alone).
+        self.queue_wait = queue_wait
+        self.alone = alone
 
     def __repr__(self) -> str:
         return (f"HostState(adaptive={self._adaptive!r}, crawl_delay={self._crawl_delay!r}, "
