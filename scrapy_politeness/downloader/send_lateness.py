@@ -213,8 +213,10 @@ class SendSlip:
         state = self.hosts.peek(dispatch.key)
         if state is None:
             return
-        usual = state.latency  # the smoothed latency of the earlier fetches (0: none yet)
-        self.conns.answered(dispatch.key, dispatch.ip, dispatch.cold, latency - usual)
+        usual = state.latency  # the server's smoothed latency of earlier fetches (0: none yet)
+        lag = dispatch.loop_lag  # the crawl's own loop lag meanwhile: no set-up of the IP's
+        own = latency - lag if lag > 0.0 else latency  # nan (not measured): False
+        self.conns.answered(dispatch.key, dispatch.ip, dispatch.cold, own - usual)
         dispatch.cold = False  # headers once: the connection's set-up is learnt
         arrived = now - (usual if usual < latency else latency)
         if self.shared is not None:
