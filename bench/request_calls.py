@@ -1,7 +1,8 @@
 """Python calls per request, the plugin's own and Scrapy's signal dispatch:
 ``python -m bench.request_calls``.
 
-One crawl of 600 requests (20 hosts x 30 pages on 4 IPs, every interval 0) under
+One crawl of 600 requests (20 hosts x 30 pages on 4 IPs, every interval 0, or
+``--interval``) under
 cProfile, stock Scrapy then the plugin, and from each profile: the calls made in
 the plugin's own code per request, Scrapy's ``robustApply`` calls (one per
 signal handler run) for the whole crawl, ``HostState.interval`` calls and
@@ -36,12 +37,14 @@ def _spec() -> tuple[dict[str, Any], list[tuple[str, str]]]:
     return {"ips": ips, "hosts": hosts}, [(h, f"/p/{p}") for p in range(PAGES) for h in hosts]
 
 
-def _settings(config: str, farm: Farm) -> dict[str, Any]:
+def _settings(config: str, farm: Farm, interval: float = 0.0) -> dict[str, Any]:
     base: dict[str, Any] = {"CONCURRENT_REQUESTS": 16, "RETRY_ENABLED": False}
     if config == "stock":
-        return {**base, "TWISTED_DNS_RESOLVER": STATIC_RESOLVER, "DOWNLOAD_DELAY": 0}
-    return {**base, "ADDONS": ADDON, "POLITENESS_DEFAULT": 0.0, "POLITENESS_FLOOR": 0.0,
-            "POLITENESS_IP_FLOOR": 0.0, "POLITENESS_SEND_MARGIN": 0,
+        return {**base, "TWISTED_DNS_RESOLVER": STATIC_RESOLVER, "DOWNLOAD_DELAY": interval,
+                "RANDOMIZE_DOWNLOAD_DELAY": False}
+    return {**base, "ADDONS": ADDON, "POLITENESS_DEFAULT": interval,
+            "POLITENESS_FLOOR": interval, "POLITENESS_IP_FLOOR": interval,
+            **({} if interval else {"POLITENESS_SEND_MARGIN": 0}),
             "POLITENESS_DNS_NAMESERVERS": [farm.dns]}
 
 
@@ -66,6 +69,9 @@ def figures(path: str) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.request_calls")
     parser.add_argument("--plugin-only", action="store_true")
+    parser.add_argument("--interval", type=float, default=0.0,
+                        help="seconds between two starts of a host and of an IP (default 0: "
+                             "every host's queue runs empty between its pushes)")
     args = parser.parse_args(argv)
     spec, pairs = _spec()
     host_ip = {h: raw["ip"] for h, raw in spec["hosts"].items()}
@@ -77,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             path = str(Path(tmp, f"{config}.prof"))
             os.environ[PROFILE_ENV] = path
             try:
-                run = run_crawl(urls, _settings(config, farm),
+                run = run_crawl(urls, _settings(config, farm, args.interval),
                                 static_hosts=None if config == "plugin" else host_ip)
             finally:
                 del os.environ[PROFILE_ENV]
