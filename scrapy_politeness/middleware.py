@@ -112,7 +112,8 @@ class PolitenessMiddleware:
             stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after)
         self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
-        self.loop_lag = LoopMonitor()  # the crawl's own share of every latency
+        # The crawl's own loop lag, measured while any download holds a slot.
+        self.loop_lag = LoopMonitor(lambda: self.tickets.held)
         self.tickets = Tickets(crawler, driver=self.driver, outcomes=self.outcomes,
                                hosts=self.hosts, loop_lag=self.loop_lag)
         self._dispatched = self.tickets.held  # request -> its dispatch, until its slot is freed

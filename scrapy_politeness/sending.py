@@ -96,6 +96,7 @@ class Sender:
             self.slip.spend_at_send(release, resumed)
         dispatch.at, dispatch.booked_slip = release.at, booked_slip
         now = loop.time()
+        self.loop_lag.wake()
         dispatch.busy = self.loop_lag.busy(now)
         self.slip.sent(dispatch, now, state)
         waited = release.at - submitted

@@ -11,6 +11,7 @@ from scrapy import Request
 from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
+from scrapy_politeness.downloader.loop_lag import LoopMonitor
 from scrapy_politeness.downloader.send_lateness import Dispatch
 from scrapy_politeness.middleware import PolitenessMiddleware
 
@@ -66,3 +67,41 @@ def test_an_idle_loop_leaves_the_latency_and_the_set_up_as_measured() -> None:
     assert mw.slip.conns.setup_of(IP) == pytest.approx(0.008)
     mw.process_response(request, Response("http://a.test/", status=200, request=request))
     assert state.latency == pytest.approx(0.3 * 0.01 + 0.7 * 0.002)
+
+
+class _FakeLoop:
+    """time() and call_at() on a clock the test moves."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.timers: list[tuple[float, Any]] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def call_at(self, at: float, callback: Any) -> Any:
+        self.timers.append((at, callback))
+        return SimpleNamespace(cancel=lambda: None)
+
+
+def test_the_monitor_sleeps_while_no_download_is_in_flight() -> None:
+    held: dict[Any, Any] = {}
+    monitor = LoopMonitor(lambda: held)
+    loop = _FakeLoop(10.0)
+    monitor.start(loop)  # type: ignore[arg-type]
+    held["request"] = object()
+    loop.now = loop.timers[-1][0]
+    loop.timers[-1][1]()  # a download in flight: it fires again
+    assert len(loop.timers) == 2
+    held.clear()
+    loop.now = loop.timers[-1][0]
+    loop.timers[-1][1]()  # none: it sleeps
+    assert len(loop.timers) == 2
+    loop.now += 60.0
+    before = monitor.busy(loop.now)
+    monitor.wake()  # a send: measuring again, the idle minute not counted
+    assert len(loop.timers) == 3
+    assert monitor.busy(loop.now) == before == 0.0
+    monitor.stop()
+    monitor.wake()  # closed: stays asleep
+    assert len(loop.timers) == 3

@@ -67,3 +67,17 @@ def test_a_sample_the_loop_mostly_explains_is_no_sample() -> None:
 def test_a_bad_period_is_refused() -> None:
     with pytest.raises(ValueError, match="period"):
         LoopLag(0.0)
+
+
+def test_a_paused_count_skips_the_idle_time() -> None:
+    clock = Clock()
+    lag = LoopLag(PERIOD)
+    lag.start(clock.now)
+    clock.now = lag.due + 0.05
+    lag.fired(clock.now)
+    before = lag.busy(clock.now)
+    lag.pause()  # nothing in flight: the timer sleeps
+    clock.now += 30.0
+    assert lag.busy(clock.now) == before  # the idle half minute is no lag
+    lag.start(clock.now)
+    assert lag.busy(clock.now) == before

@@ -63,6 +63,10 @@ class LoopLag:
         self.due = now + self.period
         return self.due
 
+    def pause(self) -> None:
+        """Stop counting until :meth:`start` (no firing is due meanwhile)."""
+        self.due = float("inf")
+
     def fired(self, now: float) -> float:
         """The timer fired at ``now``; returns when it is next due."""
         self.total += self._late(now)
