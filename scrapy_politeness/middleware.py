@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -27,7 +26,6 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_politeness.distributed import make_backend
-from scrapy_politeness.distributed.booking import booked_start, go_as_booked
 from scrapy_politeness.distributed.sync import SharedSync
 from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.address_fallback import AddressFallback
@@ -39,15 +37,17 @@ from scrapy_politeness.downloader.feedback import Outcomes
 from scrapy_politeness.downloader.gate_driver import GateDriver, Waiter
 from scrapy_politeness.downloader.gc_freeze import freeze_start_heap
 from scrapy_politeness.downloader.host_keys import HostKeys
+from scrapy_politeness.downloader.loop_lag import LoopMonitor
 from scrapy_politeness.downloader.periodic import PeriodicTasks
-from scrapy_politeness.downloader.proxies import is_proxied
-from scrapy_politeness.downloader.send_lateness import Dispatch, SendSlip
+from scrapy_politeness.downloader.send_lateness import SendSlip
+from scrapy_politeness.downloader.signal_hub import SignalHub
 from scrapy_politeness.downloader.slot_tickets import Tickets
 from scrapy_politeness.downloader.watchdog import Watchdog
 from scrapy_politeness.jobdir.learnt_state import JobState
 from scrapy_politeness.observe.observer import STATS, Observer
 from scrapy_politeness.policy import Gate, HostTable, IPTable
 from scrapy_politeness.scheduler.robots_prefetch import RobotsPrefetch
+from scrapy_politeness.sending import Sender
 from scrapy_politeness.settings import PolitenessSettings
 from scrapy_politeness.startup import load_settings, start_line, warn_missing_internals
 
@@ -114,9 +114,17 @@ class PolitenessMiddleware:
             stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after)
         self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
+        # The crawl's own loop lag, measured while any download holds a slot.
+        self.loop_lag = LoopMonitor(lambda: self.tickets.held)
         self.tickets = Tickets(crawler, driver=self.driver, outcomes=self.outcomes,
-                               hosts=self.hosts, fallback=AddressFallback(self.dns, self.stats))
+                               hosts=self.hosts, loop_lag=self.loop_lag,
+                               fallback=AddressFallback(self.dns, self.stats))
         self._dispatched = self.tickets.held  # request -> its dispatch, until its slot is freed
+        self.sender = Sender(
+            hosts=self.hosts, ips=self.ips, slip=self.slip, shared=self.shared, dns=self.dns,
+            dns_pin=settings.dns_pin, dropped=self.dropped, observer=self.observer,
+            loop_lag=self.loop_lag, held=self._dispatched, stats=self.stats,
+            margin=settings.send_margin)
         self.watchdog = Watchdog(self.gate, self.driver, self.hosts, self.stats,
                                  timeout=crawler.settings.getfloat("DOWNLOAD_TIMEOUT"),
                                  live=self.tickets.live)
@@ -125,7 +133,7 @@ class PolitenessMiddleware:
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
         self.crawl_delays = CrawlDelays(self, crawler.settings)
         crawler.signals.connect(self.crawl_delays.parsed, signal=signals.robots_parsed)
-        crawler.signals.connect(self._headers_received, signal=signals.headers_received)
+        SignalHub.of(crawler).on(signals.headers_received, self._headers_received)
         self.robots_prefetch = RobotsPrefetch.connect(crawler, settings, self.stats)
         self.periodic = PeriodicTasks(
             crawler, settings, gate=self.gate, driver=self.driver, hosts=self.hosts,
@@ -160,6 +168,8 @@ class PolitenessMiddleware:
     # -- the request ---------------------------------------------------------
 
     async def process_request(self, request: Request) -> None:
+        if request in self._dispatched:  # the same object again, its last pass unreported
+            self.tickets.reentered(request)
         try:
             await self._process_request(request)
         except BaseException:  # an error, a cancellation while a booked start sleeps
@@ -171,63 +181,31 @@ class PolitenessMiddleware:
         if parsed.scheme not in NETWORK_SCHEMES or not parsed.hostname:
             return
         hostname = parsed.hostname
-        key = self.buckets.request_key(request, hostname)
-        if key is None:
-            return await self.buckets.resolve_only(hostname)
         loop = self.driver.loop
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
-        ip = await self.buckets.address(hostname, key, loop, self.dropped.check,
-                                        ask_again="retry_times" in request.meta,
-                                        proxied=is_proxied(request))
+        route = await self.buckets.route(request, hostname, loop, self.dropped.check)
+        if route is None:  # it bypasses the gate
+            return
+        key, ip = route
         submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
-        booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
-        dispatch = self._dispatched[request] = Dispatch(key, release.at, ip)  # holds a slot
-        booked_slip = math.inf
-        state = self.hosts.get(key)
-        if booked is not None:  # that booking is the shared spend; a later send is reported
-            went = await go_as_booked(
-                booked, release, state, loop, slip=self.slip, shared=self.shared,
-                stats=self.stats, margin=self.settings.send_margin,
-                ip_spacing=None if bucket is None
-                else self.ips.spacing(bucket, state.ip_interval()))
-            if went is None:
-                booked = None
-            else:
-                release, booked_slip = went
-        elif waited_in_gate:
-            self.slip.spend_at_send(release, loop.time())
-        elif self.slip.lag > 0.0005:
-            self.slip.spend_at_send(release, submitted)
-        if self.shared is not None and booked is None:
-            release, booked_slip = await self.shared.reserve(release, state, loop)
-            if state.dead:  # declared dead by another crawler while this one waited
-                self.dropped.check(key, loop.time())  # raises: its slot is freed above
-        if self.settings.dns_pin and ip is not None:
-            self.dns.pin(hostname, ip)
-        dispatch.at, dispatch.booked_slip = release.at, booked_slip
-        now = loop.time()
-        self.slip.sent(dispatch, now, state)
-        waited = release.at - submitted
-        request.meta["politeness"] = {  # rounded: people read these (items, logs)
-            "ip": ip, "key": key, "waited": round(waited, 6),
-            "interval": round(release.interval, 6),
-        }
-        self.observer.dispatched(now, key, state, ip=ip, url=request.url, waited=waited,
-                                 interval=release.interval)
+        await self.sender.send(request, release, ip=ip, bucket=bucket, hostname=hostname,
+                               submitted=submitted, waited_in_gate=waited_in_gate, loop=loop)
 
     def _headers_received(self, request: Request, **kwargs: Any) -> None:
         dispatch = self._dispatched.get(request)
         latency = request.meta.get("download_latency")
-        if dispatch is not None and latency is not None and self.loop is not None:
-            self.slip.headers_received(dispatch, latency, self.loop.time())
+        loop = self.driver.loop
+        if dispatch is not None and latency is not None and loop is not None:
+            now = loop.time()
+            dispatch.loop_lag = self.loop_lag.busy(now) - dispatch.busy
+            self.slip.headers_received(dispatch, latency, now)
 
     # -- the outcome ---------------------------------------------------------
 
-    # A download's own end frees its slot and feeds it back (downloader/slot_tickets.py);
-    # these two see what a download did not end (a middleware above answered).
+    # A download's own end frees its slot (slot_tickets.py); these see what it did not end.
 
     def process_response(self, request: Request, response: Response) -> Response:
         self.tickets.response(request, response)
@@ -269,6 +247,7 @@ class PolitenessMiddleware:
         self.observer.open(spider, now)
         self.jobstate.restore(self.hosts, self.ips, now, self.stats, self.observer.trace)
         self.periodic.start(loop)
+        self.loop_lag.start(loop)
 
     def _close_gate(self, reason: str) -> None:
         if self.backend is not None:  # requests held for a lost backend must not wait on
@@ -277,6 +256,7 @@ class PolitenessMiddleware:
 
     async def _spider_closed(self, spider: Spider) -> None:
         self.periodic.stop()
+        self.loop_lag.stop()
         self._close_gate("politeness: spider closed")
         if self.robots_prefetch is not None:
             self.robots_prefetch.close()

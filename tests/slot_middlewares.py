@@ -48,6 +48,18 @@ class ReplaceEveryThirdRequest(_EveryThird):
         return request.replace(dont_filter=True, meta={**request.meta, MARK: True})
 
 
+class ReturnEveryThirdRequestItself(_EveryThird):
+    """Answers every 3rd request with the same Request object before it is
+    downloaded (a middleware that sends a request back to the scheduler, say
+    to wait for a session): it re-enters the plugin as the object it was."""
+
+    def process_request(self, request: Request) -> Request | None:
+        if not self.due(request):
+            return None
+        request.meta[MARK] = True
+        return request
+
+
 class IgnoreEveryThird(_EveryThird):
     """Raises ``IgnoreRequest`` for every 3rd response (a ban detector dropping it)."""
 

@@ -34,7 +34,8 @@ def _crawl(farm: Farm, middleware: str | None, **extra: Any) -> tuple[list[str],
     settings = farm_settings(
         farm, POLITENESS_DEFAULT=INTERVAL, POLITENESS_FLOOR=INTERVAL,
         POLITENESS_IP_FLOOR=INTERVAL, CONCURRENT_REQUESTS_PER_DOMAIN=2,
-        CLOSESPIDER_TIMEOUT=60, RETRY_ENABLED=False, **extra)
+        CLOSESPIDER_TIMEOUT=60, RETRY_ENABLED=False)
+    settings.update(extra)
     if middleware is not None:
         settings["DOWNLOADER_MIDDLEWARES"] = at_960(middleware)
     return urls, run_crawl(urls, settings, follow=False, errback=True, timeout=150)
@@ -66,6 +67,21 @@ def test_a_new_request_before_the_download_frees_the_slot_by_the_sweep(
         farm_factory: Any) -> None:
     farm = farm_factory(SPEC)
     urls, result = _crawl(farm, "ReplaceEveryThirdRequest")
+    _assert_polite(farm, result, dispatched=len(urls) + len(urls) // 3)
+    assert {item["url"] for item in result.items if item.get("status") == 200} == set(urls)
+    assert len(farm.arrivals()) == len(urls)
+    assert result.stat("politeness/released_unreported") == len(urls) // 3
+
+
+def test_the_same_request_object_re_entering_loses_no_slot(farm_factory: Any) -> None:
+    """The object comes back before anything reported its first pass: that
+    pass's slot is freed when it re-enters, not overwritten (lost until the
+    watchdog). With Scrapy's own queue and room in the downloader it is back
+    in the plugin at once, waiting in the gate inside Scrapy's downloader, so
+    the sweep cannot tell its first pass ended."""
+    farm = farm_factory(SPEC)
+    urls, result = _crawl(farm, "ReturnEveryThirdRequestItself", CONCURRENT_REQUESTS=256,
+                          SCHEDULER_PRIORITY_QUEUE="scrapy.pqueues.ScrapyPriorityQueue")
     _assert_polite(farm, result, dispatched=len(urls) + len(urls) // 3)
     assert {item["url"] for item in result.items if item.get("status") == 200} == set(urls)
     assert len(farm.arrivals()) == len(urls)

@@ -12,19 +12,15 @@ import asyncio
 import math
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from scrapy_politeness.downloader.send_lateness import LEAD, Dispatch, late_allowance
+from scrapy_politeness.downloader.send_lateness import LEAD, late_allowance
 from scrapy_politeness.policy import Release
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
-    from scrapy_politeness.distributed.sync import SharedSync
-    from scrapy_politeness.downloader.send_lateness import SendSlip
-    from scrapy_politeness.policy import HostState
 
-__all__ = ["BOOKED_META", "LEAD", "Booking", "booked_start", "go_as_booked", "late_allowance",
-           "start_as_booked"]
+__all__ = ["BOOKED_META", "LEAD", "Booking", "booked_start", "late_allowance", "start_as_booked"]
 
 BOOKED_META = "politeness_booked"
 
@@ -78,25 +74,3 @@ async def start_as_booked(booking: Booking, release: Release[Any],
     if booking.at > now:
         await asyncio.sleep(booking.at - now)
     return Release(release.token, release.key, release.ip, release.interval, booking.at)
-
-
-async def go_as_booked(booking: Booking, release: Release[Any], state: HostState,
-                       loop: asyncio.AbstractEventLoop, *, slip: SendSlip,
-                       shared: SharedSync | None, stats: StatsCollector, margin: float,
-                       ip_spacing: float | None) -> tuple[Release[Any], float] | None:
-    """The release and the lateness its booking allowed for, for a request the
-    frontier booked; None when it must be booked afresh (see
-    :func:`start_as_booked`). The booking is the shared spend: the local
-    buckets move to the real send, and a send later than booked is reported
-    to the other processes at once.
-    """
-    at_booked = await start_as_booked(booking, release, loop, shared=shared is not None,
-                                      margin=margin, stats=stats,
-                                      late_ok=late_allowance(state, ip_spacing))
-    if at_booked is None:
-        return None
-    slip.spend_at_send(at_booked, loop.time())
-    if at_booked.at > booking.at and shared is not None:  # late: say so now
-        shared.late_start(Dispatch(at_booked.key, at_booked.at, at_booked.ip), state,
-                          -2.0 * slip.lag)
-    return at_booked, booking.booked_slip

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 
+from scrapy_politeness.downloader.signal_hub import SignalHub
 from scrapy_politeness.scrapy_internals import engine_in_progress
 
 if TYPE_CHECKING:
@@ -43,12 +44,12 @@ class Leases:
         self._held: dict[Request, str] = {}
         self._by_id: dict[str, Request] = {}
         self.acks: list[str] = []
-        connect = crawler.signals.connect
-        connect(self._ended, signal=signals.request_left_downloader)
-        connect(self._ended, signal=signals.request_dropped)
-        connect(self._answered, signal=signals.response_received)
-        connect(self._spider_error, signal=signals.spider_error)
-        connect(self._scheduled, signal=signals.request_scheduled)
+        hub = SignalHub.of(crawler)  # per-request signals: one receiver each for the plugin
+        hub.on(signals.request_left_downloader, self._ended)
+        hub.on(signals.request_dropped, self._ended)
+        hub.on(signals.response_received, self._answered)
+        hub.on(signals.spider_error, self._spider_error)
+        hub.on(signals.request_scheduled, self._scheduled)
 
     def __bool__(self) -> bool:
         return bool(self._held or self.acks)

@@ -89,8 +89,11 @@ class SharedSync:
         return None if ips.coupled else ips.spacing(ip, 0.0)
 
     async def reserve(self, release: Release[Any], state: HostState,
-                      loop: asyncio.AbstractEventLoop) -> tuple[Release[Any], float]:
-        """Book the start on the shared buckets; sleep until it.
+                      loop: asyncio.AbstractEventLoop, *, resumed: float | None = None
+                      ) -> tuple[Release[Any], float]:
+        """Book the start on the shared buckets; sleep until it (``resumed``: when
+        the request resumed after the gate released it, its local spend moved to
+        the estimated send first; None: not moved).
 
         The booking is spent at start + slip: the reply reaches us up to one
         round trip after the server computed the start, and the send leaves
@@ -98,6 +101,8 @@ class SharedSync:
         (after ``release.at``) that booking allowed for. A host another process
         declared dead raises ``IgnoreRequest`` through ``on_dead``'s check.
         """
+        if resumed is not None:
+            self.slip.spend_at_send(release, resumed)
         while True:
             slip = 2.0 * self.slip.lag + self.rtt
             sent = loop.time()
@@ -193,6 +198,16 @@ class SharedSync:
         waiting.timer.cancel()
         return LateStart(dispatch.ip, self.loop.time() - waiting.arrived, waiting.interval,
                          waiting.ip_spacing)
+
+    def sent_as_booked(self, release: Release[Any], booked_at: float, state: HostState,
+                       now: float) -> None:
+        """A start the frontier booked at ``booked_at`` goes now, ``release`` at its
+        start: the local buckets move to the real send, and a start later than
+        booked is reported to the other processes at once."""
+        self.slip.spend_at_send(release, now)
+        if release.at > booked_at:  # late: say so now
+            self.late_start(Dispatch(release.key, release.at, release.ip), state,
+                            -2.0 * self.slip.lag)
 
     def late_start(self, dispatch: Dispatch, state: HostState, ago: float) -> None:
         """The shared booking allowed for less slip than this start took: move the

@@ -17,7 +17,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.failure_kinds import NameNotResolvedError
-from scrapy_politeness.downloader.proxies import ProxyRoutes
+from scrapy_politeness.downloader.proxies import ProxyRoutes, is_proxied
 from scrapy_politeness.meta import bucket_of, bypasses
 from scrapy_politeness.observe.observer import STATS
 from scrapy_politeness.policy import ip_literal
@@ -107,7 +107,7 @@ class RequestBuckets:
             config = self.settings.config_for(key)
             interval = ip_interval = config.host_interval(config.default)
         else:
-            interval, ip_interval = state.interval(), state.ip_interval()
+            interval, ip_interval = state.clamped, state.ip_clamped
         ip_interval = self.ips.spacing(ip, ip_interval)  # what a start spends on its IP
         rule = self.eligibility
         return Readiness(key, ip, rule.state_ready(state), rule.ip_ready(ip), interval, ip_interval)
@@ -150,6 +150,20 @@ class RequestBuckets:
             return self.keys.key(hostname)
         self.stats.inc_value(STATS + "bucket_from_meta")
         return key
+
+    async def route(self, request: Request, hostname: str, loop: asyncio.AbstractEventLoop,
+                    check: Callable[[str, float], None]) -> tuple[str, str | None] | None:
+        """The request's host key and the IP it will be accounted to (see
+        :meth:`address`); None when it bypasses the gate (its name resolved for
+        the pin alone)."""
+        key = self.request_key(request, hostname)
+        if key is None:
+            await self.resolve_only(hostname)
+            return None
+        ip = await self.address(hostname, key, loop, check,
+                                ask_again="retry_times" in request.meta,
+                                proxied=is_proxied(request))
+        return key, ip
 
     async def resolve_only(self, hostname: str) -> None:
         """A request that bypasses the gate still connects where the others do."""

@@ -57,9 +57,9 @@ class Outcomes:
             self.stats.inc_value(STATS + "retry_after")
         signal = Signal(status, honoured, latency, state.latency)
         # The host's own probe (running below a pace it proved) explains its failure.
-        explained = 0.0 < state.adaptive < state.good_at
-        self.gate.ips.feedback(dispatch.ip, key, status, retry_after or 0.0, explained)
         adaptive, not_before = state.adaptive, state.not_before
+        explained = 0.0 < adaptive < state.good_at
+        self.gate.ips.feedback(dispatch.ip, key, status, retry_after or 0.0, explained)
         outcome = self.hosts.feedback(key, signal, now)
         if self.shared is not None:
             self.shared.feedback(dispatch, signal)

@@ -50,7 +50,7 @@ def late_allowance(state: HostState, ip_spacing: float | None) -> float:
     after this booking, minus the frontier's lead; half of what is left leaves
     the report ample time to land first. Later than this: booked afresh.
     """
-    spacing = state.interval()
+    spacing = state.clamped
     if ip_spacing is not None and ip_spacing < spacing:
         spacing = ip_spacing
     return max(0.0, (spacing - LEAD) / 2.0)
@@ -67,6 +67,8 @@ class Dispatch:
     spent: float = math.nan  # the host's last start this send left (see SendSlip.sent)
     ip_next: float = math.nan  # the IP's next-eligible instant this send left
     cold: bool = False  # sent with no kept-alive connection of its host known idle
+    busy: float = 0.0  # the loop's accumulated lateness at the send (LoopMonitor.busy)
+    loop_lag: float = math.nan  # the loop's lateness from the send to its headers
 
 
 class LateArrivals(Protocol):
@@ -101,10 +103,10 @@ class SendSlip:
 
         A 0 host interval spaces nothing on the host, but the IP floor still
         spaces the IP."""
-        if state.interval() > 0 and at > state.last_start:
+        if state.clamped > 0 and at > state.last_start:
             state.last_start = at
-        if state.interval() > 0 or self.ips.floor > 0:
-            self.ips.spend(ip, at, state.ip_interval())
+        if state.clamped > 0 or self.ips.floor > 0:
+            self.ips.spend(ip, at, state.ip_clamped)
 
     def sent(self, dispatch: Dispatch, now: float, state: HostState) -> None:
         """Remember a send until it is written, so a long turn that holds it can
@@ -175,7 +177,7 @@ class SendSlip:
         if release.interval > 0 and at > state.last_start:
             state.last_start = at
         if release.interval > 0 or self.ips.floor > 0:
-            self.ips.spend(release.ip, at, state.ip_interval())
+            self.ips.spend(release.ip, at, state.ip_clamped)
 
     def timer_fired(self, expected: float, now: float) -> None:
         """The gate's timer ran at ``now`` for ``expected``: late means a stall."""
@@ -211,8 +213,10 @@ class SendSlip:
         state = self.hosts.peek(dispatch.key)
         if state is None:
             return
-        usual = state.latency  # the smoothed latency of the earlier fetches (0: none yet)
-        self.conns.answered(dispatch.key, dispatch.ip, dispatch.cold, latency - usual)
+        usual = state.latency  # the server's smoothed latency of earlier fetches (0: none yet)
+        lag = dispatch.loop_lag  # the crawl's own loop lag meanwhile: no set-up of the IP's
+        own = latency - lag if lag > 0.0 else latency  # nan (not measured): False
+        self.conns.answered(dispatch.key, dispatch.ip, dispatch.cold, own - usual)
         dispatch.cold = False  # headers once: the connection's set-up is learnt
         arrived = now - (usual if usual < latency else latency)
         if self.shared is not None:
@@ -241,12 +245,12 @@ class SendSlip:
         """
         at = now - self.margin
         moved = False
-        if host_mine and state.interval() > 0 and at < state.last_start:
+        if host_mine and state.clamped > 0 and at < state.last_start:
             state.last_start = at
             moved = True
-        if ip_mine and (state.interval() > 0 or self.ips.floor > 0):
+        if ip_mine and (state.clamped > 0 or self.ips.floor > 0):
             before = self.ips.eligible_at(dispatch.ip)
-            self.ips.lower(dispatch.ip, at, state.ip_interval())
+            self.ips.lower(dispatch.ip, at, state.ip_clamped)
             moved = moved or self.ips.eligible_at(dispatch.ip) < before
         if moved and self.on_earlier is not None:
             self.on_earlier(dispatch.key)

@@ -16,6 +16,10 @@ back at the first of:
   change, the plugin's own hook or the sweep still frees the slot);
 - the plugin's ``process_response``/``process_exception``, for an answer that
   did not come from a download (a middleware above it answered instead);
+- its own return: a Request object that comes back to the plugin (a middleware
+  above returned ``request`` itself from ``process_request``) while it still
+  holds a ticket ended that pass unreported; freed as the sweep frees (below),
+  before it can wait in the gate behind its own slot;
 - the periodic sweep: a request that left Scrapy's downloader (``active``)
   with its ticket still held ended in a way nothing reported (a Request
   returned from another ``process_request``, a cancellation); freed with no
@@ -24,6 +28,7 @@ back at the first of:
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +37,10 @@ from scrapy.exceptions import IgnoreRequest
 
 from scrapy_politeness.downloader.failure_kinds import classify_exception
 from scrapy_politeness.downloader.proxies import ProxyFailures
+from scrapy_politeness.downloader.signal_hub import SignalHub
 from scrapy_politeness.observe.observer import STATS
 from scrapy_politeness.policy import reached_server, retry_after_seen
+from scrapy_politeness.policy.latency import server_latency
 from scrapy_politeness.scrapy_internals import downloader_active, exception_leaving
 
 if TYPE_CHECKING:
@@ -44,6 +51,7 @@ if TYPE_CHECKING:
     from scrapy_politeness.downloader.address_fallback import AddressFallback
     from scrapy_politeness.downloader.feedback import Outcomes
     from scrapy_politeness.downloader.gate_driver import GateDriver
+    from scrapy_politeness.downloader.loop_lag import LoopMonitor
     from scrapy_politeness.downloader.send_lateness import Dispatch
     from scrapy_politeness.policy import HostTable
 
@@ -54,8 +62,10 @@ class Tickets:
     """The held slots of one crawler: ``held`` maps a request to its dispatch."""
 
     def __init__(self, crawler: Crawler, *, driver: GateDriver, outcomes: Outcomes,
-                 hosts: HostTable, fallback: AddressFallback | None = None) -> None:
+                 hosts: HostTable, loop_lag: LoopMonitor,
+                 fallback: AddressFallback | None = None) -> None:
         self.crawler = crawler
+        self.loop_lag = loop_lag
         self.driver = driver
         self.outcomes = outcomes
         self.hosts = hosts
@@ -63,8 +73,9 @@ class Tickets:
         self.held: dict[Request, Dispatch] = {}
         self.proxy = ProxyFailures(self.stats, driver.done)  # outcomes that are the proxy's
         self.fallback = fallback  # a connection the address refused: the name's next address
-        crawler.signals.connect(self._downloaded, signal=signals.response_downloaded)
-        crawler.signals.connect(self._left, signal=signals.request_left_downloader)
+        hub = SignalHub.of(crawler)
+        hub.on(signals.response_downloaded, self._downloaded)
+        hub.on(signals.request_left_downloader, self._left)
 
     def hold(self, request: Request, dispatch: Dispatch) -> None:
         self.held[request] = dispatch
@@ -74,6 +85,13 @@ class Tickets:
         dispatch = self.held.pop(request, None)
         if dispatch is not None:
             self.driver.done(dispatch.key)
+
+    def reentered(self, request: Request) -> None:
+        """``request`` is back in the plugin holding a ticket: its last pass ended
+        unreported, so its slot is freed now (no outcome), not overwritten."""
+        dispatch = self.held.pop(request)
+        self.driver.done(dispatch.key)
+        self.stats.inc_value(STATS + "released_unreported")
 
     # -- the ends of a download ------------------------------------------------
 
@@ -88,8 +106,15 @@ class Tickets:
         assert loop is not None
         now = loop.time()  # an HTTP-date is measured on the server's clock
         retry_after = retry_after_seen(self.hosts.get(dispatch.key), response.headers, now)
-        latency = request.meta.get("download_latency") or 0.0
-        self.outcomes.feed(dispatch, response.status, retry_after, float(latency), now)
+        latency = float(request.meta.get("download_latency") or 0.0)
+        if latency > 0.0:  # the server's share: net of the crawl's own loop lag meanwhile
+            lag = dispatch.loop_lag
+            if math.isnan(lag):  # no headers signal (another handler): lag until now
+                lag = self.loop_lag.busy(now) - dispatch.busy
+            latency = server_latency(latency, lag)
+            if latency == 0.0:
+                self.stats.inc_value(STATS + "latency/loop_bound")
+        self.outcomes.feed(dispatch, response.status, retry_after, latency, now)
 
     def exception(self, request: Request, exception: BaseException) -> None:
         """Feed a failed download back (when it reached the server) and free the slot (once)."""

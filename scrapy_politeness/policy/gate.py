@@ -267,7 +267,7 @@ class Gate(Generic[T]):
         self._waiting -= 1
         interval = self.hosts.start(key, now, self._since.get(key, now), len(q))
         if ip is not None:
-            self.ips.spend(ip, now, self.hosts.get(key).ip_interval())
+            self.ips.spend(ip, now, self.hosts.get(key).ip_clamped)
         if self.max_in_flight:
             self._in_flight[key] = self._in_flight.get(key, 0) + 1
         released.append(Release(token, key, ip, interval, now))

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 
+from scrapy_politeness.downloader.signal_hub import SignalHub
 from scrapy_politeness.middleware import PolitenessMiddleware
 from scrapy_politeness.scrapy_internals import downloader_active, wake_engine
 
@@ -104,9 +105,10 @@ class HandedOut:
         self._queues: list[weakref.ref[Any]] = []  # the scheduler's memory and disk queues
         self._last_sweep = float("-inf")
         # Not request_left_downloader: what left had reached it, and was forgotten then.
+        hub = SignalHub.of(crawler)  # per-request signals: one receiver each for the plugin
         for signal in (signals.request_reached_downloader, signals.request_dropped,
                        signals.response_received):
-            crawler.signals.connect(self._on_gone, signal=signal)
+            hub.on(signal, self._on_gone)
         crawler.signals.connect(self._on_closed, signal=signals.spider_closed)
 
     def add_queue(self, queue: Any) -> None:

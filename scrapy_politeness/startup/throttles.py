@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.settings import SETTINGS_PRIORITIES
 
+from scrapy_politeness.downloader.signal_hub import SignalHub
 from scrapy_politeness.host_overrides import CONFIG_FIELDS, host_overrides
 from scrapy_politeness.scrapy_internals import switch_off_autothrottle, zero_slot_delay
 from scrapy_politeness.setting_values import number
@@ -196,14 +197,13 @@ class SlotDelays:
     """
 
     def __init__(self, crawler: Crawler, *, announced: bool) -> None:
-        # Held by the signal (weak=False: nothing else holds this object); the
-        # crawler only weakly, so that a finished crawler can still be collected.
+        # Held by the signal hub (nothing else holds this object); the crawler
+        # only weakly, so that a finished crawler can still be collected.
         self.crawler = weakref.ref(crawler)
         self.announced = announced
-        crawler.signals.connect(self.reached, signal=signals.request_reached_downloader,
-                                weak=False)
+        SignalHub.of(crawler).on(signals.request_reached_downloader, self.reached)
 
-    def reached(self, request: Request) -> None:
+    def reached(self, request: Request, **kwargs: Any) -> None:
         delay = zero_slot_delay(self.crawler(), request)
         if delay and not self.announced:
             self.announced = True

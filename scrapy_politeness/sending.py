@@ -1,0 +1,110 @@
+"""Send this request now: everything between the gate's release and the download.
+
+One object owns a released request's way to the wire, so the way goes down
+only, each part asked once and in turn: the start the scrapy-redis frontier
+booked (:mod:`~scrapy_politeness.distributed.booking`), the shared buckets
+(:class:`~scrapy_politeness.distributed.sync.SharedSync`: booked here, or a
+booked start that went late reported), the local send lateness
+(:class:`~scrapy_politeness.downloader.send_lateness.SendSlip`), the
+observer, and the address the download is pinned to. It also opens the
+request's slot ticket (a :class:`Dispatch` in ``held``) before anything can
+wait, so a cancellation frees it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from scrapy_politeness.distributed.booking import booked_start, start_as_booked
+from scrapy_politeness.downloader.send_lateness import Dispatch, late_allowance
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from scrapy import Request
+    from scrapy.statscollectors import StatsCollector
+
+    from scrapy_politeness.distributed.sync import SharedSync
+    from scrapy_politeness.dns.cache import DnsCache
+    from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
+    from scrapy_politeness.downloader.loop_lag import LoopMonitor
+    from scrapy_politeness.downloader.send_lateness import SendSlip
+    from scrapy_politeness.observe.observer import Observer
+    from scrapy_politeness.policy import HostTable, IPTable, Release
+
+__all__ = ["Sender"]
+
+RESUME_LAG = 0.0005
+"""A loop whose recent resume lag is above this (seconds) moves even a request
+that did not wait in the gate to its estimated send."""
+
+
+class Sender:
+    """Sends each request the gate released (see the module doc)."""
+
+    def __init__(self, *, hosts: HostTable, ips: IPTable, slip: SendSlip,
+                 shared: SharedSync | None, dns: DnsCache, dns_pin: bool,
+                 dropped: DroppedHosts, observer: Observer, loop_lag: LoopMonitor,
+                 held: dict[Request, Dispatch], stats: StatsCollector, margin: float) -> None:
+        self.hosts = hosts
+        self.ips = ips
+        self.slip = slip
+        self.shared = shared
+        self.dns = dns
+        self.dns_pin = dns_pin
+        self.dropped = dropped
+        self.observer = observer
+        self.loop_lag = loop_lag
+        self.held = held  # the slot tickets: request -> its dispatch
+        self.stats = stats
+        self.margin = margin
+
+    async def send(self, request: Request, release: Release[Any], *, ip: str | None,
+                   bucket: str | None, hostname: str, submitted: float,
+                   waited_in_gate: bool, loop: asyncio.AbstractEventLoop) -> None:
+        """Send ``request``, released by the gate (``release``) after it came at
+        ``submitted``; ``ip`` its address, ``bucket`` its IP bucket (None: none)."""
+        key = release.key
+        dispatch = self.held[request] = Dispatch(key, release.at, ip)  # holds a slot
+        state = self.hosts.get(key)
+        shared = self.shared
+        booking = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
+        at_booked = None
+        if booking is not None:  # that booking is the shared spend; a later send is reported
+            at_booked = await start_as_booked(
+                booking, release, loop, shared=shared is not None, margin=self.margin,
+                stats=self.stats, late_ok=late_allowance(
+                    state, None if bucket is None else self.ips.spacing(bucket, state.ip_clamped)))
+        # When the waiter resumed: its spend moves to the estimated send (SendSlip).
+        resumed = (loop.time() if waited_in_gate else submitted
+                   if self.slip.lag > RESUME_LAG else None)
+        booked_slip = math.inf
+        if at_booked is not None:
+            assert booking is not None
+            release, booked_slip = at_booked, booking.booked_slip
+            if shared is not None:
+                shared.sent_as_booked(at_booked, booking.at, state, loop.time())
+            else:
+                self.slip.spend_at_send(at_booked, loop.time())
+        elif shared is not None:
+            release, booked_slip = await shared.reserve(
+                release, state, loop, resumed=None if booking is not None else resumed)
+            if state.dead:  # declared dead by another crawler while this one waited
+                self.dropped.check(key, loop.time())  # raises: the caller frees its slot
+        elif resumed is not None:
+            self.slip.spend_at_send(release, resumed)
+        dispatch.at, dispatch.booked_slip = release.at, booked_slip
+        now = loop.time()
+        self.loop_lag.wake()
+        dispatch.busy = self.loop_lag.busy(now)
+        self.slip.sent(dispatch, now, state)
+        waited = release.at - submitted
+        request.meta["politeness"] = {  # rounded: people read these (items, logs)
+            "ip": ip, "key": key, "waited": round(waited, 6),
+            "interval": round(release.interval, 6),
+        }
+        self.observer.dispatched(now, key, state, ip=ip, url=request.url, waited=waited,
+                                 interval=release.interval)
+        if self.dns_pin and ip is not None:
+            self.dns.pin(hostname, ip)
