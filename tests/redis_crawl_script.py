@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from scrapy import signals
 from scrapy.crawler import CrawlerProcess
 from scrapy.http import Response
 from scrapy.spiders import Rule
@@ -45,6 +46,38 @@ class FrontierCrawlSpider(RedisCrawlSpider):  # type: ignore[misc]
         yield _item(response)
 
 
+def _barrier(folder: str, n: int) -> None:
+    """Block until ``n`` processes reached this point (a file each in ``folder``;
+    not Redis, whose command counts the tests read), so a fleet's first requests
+    all start at the same instant. Runs at ``engine_started``: every process's
+    spider and plugin are open by then."""
+    import os
+    import time
+    from pathlib import Path
+
+    Path(folder, str(os.getpid())).touch()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(folder)) < n and time.monotonic() < deadline:
+        time.sleep(0.0005)
+
+
+def _slow_news(delay: float) -> None:
+    """Fault injection: every report of a late start reaches Redis ``delay`` s
+    late, as on a loop too busy to run it (a fleet's first requests)."""
+    import asyncio
+
+    from scrapy_politeness.distributed.redis_backend import RedisBackend
+
+    for name in ("correct_start", "go_late"):
+        method = getattr(RedisBackend, name)
+
+        async def slow(self: Any, *args: Any, _method: Any = method, **kwargs: Any) -> Any:
+            await asyncio.sleep(delay)
+            return await _method(self, *args, **kwargs)
+
+        setattr(RedisBackend, name, slow)
+
+
 def main(path: str) -> None:
     with open(path, encoding="utf-8") as fh:
         job = json.load(fh)
@@ -60,11 +93,18 @@ def main(path: str) -> None:
         "FEEDS": {job["items_out"]: {"format": "jsonlines"}},
         "FEED_EXPORT_BATCH_ITEM_COUNT": 0,
     }
+    if job.get("slow_news"):
+        _slow_news(float(job["slow_news"]))
     spider = FrontierCrawlSpider if job.get("spider") == "crawl" else FrontierSpider
     if job.get("batch"):
         spider.redis_batch_size = int(job["batch"])
     process = CrawlerProcess(settings)
-    process.crawl(spider)
+    crawler = process.create_crawler(spider)
+    barrier = job.get("barrier")
+    if barrier:
+        crawler.signals.connect(lambda: _barrier(**barrier), signal=signals.engine_started,
+                                weak=False)
+    process.crawl(crawler)
     process.start()
 
 

@@ -75,7 +75,7 @@ def test_three_processes_fetch_every_url_once_within_one_budget(
 
 
 def _late_fleet(farm_factory: Any, redis_server: RedisServer, *,
-                after_politeness: bool) -> tuple[Any, list[str]]:
+                after_politeness: bool, slow_news: float = 0.0) -> tuple[Any, list[str]]:
     """Three processes where every even page is held 80 ms (``tests/late_send.py``)
     after the politeness middleware (960: the send slips) or before it (940:
     the request reaches the gate late); every URL once, no short gap."""
@@ -84,7 +84,8 @@ def _late_fleet(farm_factory: Any, redis_server: RedisServer, *,
     seed(redis_server.url, urls)
     priority = 960 if after_politeness else 940
     fleet = run_fleet(fleet_settings(
-        farm, redis_server, DOWNLOADER_MIDDLEWARES={"late_send.LateSend": priority}))
+        farm, redis_server, DOWNLOADER_MIDDLEWARES={"late_send.LateSend": priority}),
+        slow_news=slow_news, barrier=True)
     assert fleet.codes == [0, 0, 0], fleet.logs
     arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
     assert fetched(farm) == wanted(urls)
@@ -115,6 +116,17 @@ def test_a_booked_request_that_reaches_the_gate_late_goes_and_is_reported(
     late, rebooked = _stat(fleet.logs, "frontier/sent_late"), _stat(fleet.logs, "frontier/rebooked")
     assert late > 0
     assert rebooked * 10 <= late  # all but a few go at once instead of being booked again
+
+
+def test_a_late_booked_start_is_in_force_before_it_goes(
+        farm_factory: Any, redis_server: RedisServer) -> None:
+    """As above, but every late start reaches Redis 0.25 s after the process
+    reported it (a loop too busy to run the report, as when a fleet starts):
+    reported after the send, the news lost the race with the other processes'
+    next bookings (short gaps); put in force before the send, it cannot."""
+    fleet, _urls = _late_fleet(farm_factory, redis_server, after_politeness=False,
+                               slow_news=0.25)
+    assert _stat(fleet.logs, "frontier/sent_late") > 0
 
 
 def _pid_of(log: Path) -> str | None:

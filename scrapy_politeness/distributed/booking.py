@@ -36,6 +36,7 @@ class Booking(NamedTuple):
 
     at: float
     booked_slip: float
+    server_at: float | None = None  # the same start on the Redis server's clock
 
 
 def booked_start(request: Request, ip: str | None) -> Booking | None:
@@ -44,7 +45,7 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
     None unless it booked the host and exactly the IP bucket ``ip`` (None: no
     IP bucket) the gate uses: a name that resolved differently since is
     booked by the middleware as usual. The value is
-    ``{"ip": ..., "at": ..., "booked_slip": ...}``.
+    ``{"ip": ..., "at": ..., "booked_slip": ..., "server_at": ...}``.
     """
     booked = request.meta.get(BOOKED_META)
     if not isinstance(booked, dict) or booked.get("ip") != ip:
@@ -54,15 +55,17 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
         return None
     booked_slip = booked.get("booked_slip")
     slip = float(booked_slip) if isinstance(booked_slip, (int, float)) else math.inf
-    return Booking(float(at), slip)
+    server_at = booked.get("server_at")
+    return Booking(float(at), slip,
+                   float(server_at) if isinstance(server_at, (int, float)) else None)
 
 
 async def start_as_booked(booking: Booking, release: Release[Any],
                           loop: asyncio.AbstractEventLoop, *, shared: bool, margin: float,
                           late_ok: float, stats: StatsCollector) -> Release[Any] | None:
     """Sleep until the start the frontier booked; the release at that start (at
-    now when it is up to ``late_ok`` late: the caller reports the real start),
-    or None when it must be booked afresh.
+    now when it is up to ``late_ok`` late: the caller puts the real start in
+    force first), or None when it must be booked afresh.
 
     A request that reached the middleware well after its booked start (DNS, a
     busy loop) would crowd the next booking if sent now: with a shared backend
@@ -73,7 +76,6 @@ async def start_as_booked(booking: Booking, release: Release[Any],
         if now - booking.at > late_ok:
             stats.inc_value("politeness/frontier/rebooked")
             return None
-        stats.inc_value("politeness/frontier/sent_late")
         return Release(release.token, release.key, release.ip, release.interval, now)
     if booking.at > now:
         await asyncio.sleep(booking.at - now)
@@ -87,16 +89,23 @@ async def go_as_booked(booking: Booking, release: Release[Any], state: HostState
     """The release and the lateness its booking allowed for, for a request the
     frontier booked; None when it must be booked afresh (see
     :func:`start_as_booked`). The booking is the shared spend: the local
-    buckets move to the real send, and a send later than booked is reported
-    to the other processes at once.
+    buckets move to the real send, and a send later than booked moves the
+    shared buckets before it goes (``SharedSync.go_late``: one round trip),
+    or is booked afresh when another process booked behind it meanwhile.
     """
     at_booked = await start_as_booked(booking, release, loop, shared=shared is not None,
                                       margin=margin, stats=stats,
                                       late_ok=late_allowance(state, ip_spacing))
     if at_booked is None:
         return None
+    if at_booked.at > booking.at and shared is not None:  # late: in force before it goes
+        if booking.server_at is None or not await shared.go_late(
+                Dispatch(at_booked.key, booking.at, at_booked.ip), state, booking.server_at,
+                booking.booked_slip):
+            stats.inc_value("politeness/frontier/rebooked")
+            return None
+        stats.inc_value("politeness/frontier/sent_late")
+        now = loop.time()
+        at_booked = Release(at_booked.token, at_booked.key, at_booked.ip, at_booked.interval, now)
     slip.spend_at_send(at_booked, loop.time())
-    if at_booked.at > booking.at and shared is not None:  # late: say so now
-        shared.late_start(Dispatch(at_booked.key, at_booked.at, at_booked.ip), state,
-                          -2.0 * slip.lag)
     return at_booked, booking.booked_slip

@@ -202,6 +202,25 @@ class SharedSync:
             dispatch.key, dispatch.ip, ago, state.interval(),
             self.slip.ips.spacing(dispatch.ip, state.ip_interval())))
 
+    async def go_late(self, dispatch: Dispatch, state: HostState, server_at: float,
+                      booked_slip: float) -> bool:
+        """A start booked for ``dispatch.at`` (``server_at`` on the Redis server's
+        clock) goes only now: put it in force on the
+        shared buckets before the send (True), or False when another process
+        booked behind it meanwhile or Redis cannot say: book it afresh.
+        Reported after the send instead, the news raced the other processes'
+        next bookings and lost on a busy loop (a fleet's first requests)."""
+        self.stats.inc_value("politeness/shared/late_starts")
+        spacing = self.slip.ips.spacing(dispatch.ip, state.ip_interval())
+        try:
+            return await self.backend.go_late(
+                dispatch.key, dispatch.ip, server_at,
+                booked_slip=booked_slip if booked_slip < 1.0 else 0.0,
+                starts_in=2.0 * self.slip.lag + self.rtt, interval=state.interval(),
+                ip_spacing=spacing)
+        except ConnectionError:  # BackendUnavailable: the outage is logged once
+            return False
+
     def set_crawl_delay(self, key: str, delay: float) -> None:
         self._spawn(self.backend.set_crawl_delay(key, delay))
 

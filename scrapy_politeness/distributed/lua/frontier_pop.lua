@@ -22,9 +22,10 @@
 --        news rides on the pop instead of a round trip of its own
 --   ip_model: 'decoupled' spends the IP by ip_floor (the IP's own interval, as
 --        IPTable.spacing before any evidence); absent or 'coupled': by the host's
--- Returns {'req', data, id, ip, booked, delay, next_in}, {'wait', seconds}, {'empty'},
+-- Returns {'req', data, id, ip, booked, delay, next_in, start}, {'wait', seconds}, {'empty'},
 --   {'claimed', seconds} or {'beat'};
 --   booked: 0 no IP bucket, 1 the IP booked too, 2 IP unknown (host booked only)
+--   start: the booked start on the server's clock (go_late.lua checks it);
 --   next_in: -1 nothing this process should ask for; 'claimed': every queued host
 --   is claimed by other processes, the earliest claim lapses in that many seconds
 --
@@ -245,7 +246,7 @@ while tries < looks and rank < 4 * looks do
           if next_in < 0 then next_in = 0 end
         end
         return {'req', string.sub(member, 17), id, ip or '', booked, fmt(start - now),
-                fmt(next_in)}
+                fmt(next_in), fmt(start)}
       end
     end
   end
