@@ -10,9 +10,10 @@ so a process killed mid-crawl still shows what it finished.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from scrapy import signals
@@ -30,8 +31,20 @@ def _item(response: Response) -> dict[str, Any]:
 
 class FrontierSpider(RedisSpider):  # type: ignore[misc]
     name = "frontier"
+    callback_s = 0.0  # job "callback_s": each callback takes this long (the loop runs on)
+    # job "callback_log": a file each callback appends its URL to as it starts, and
+    # "done <URL>" as it ends (unbuffered, unlike the items of a killed process)
+    callback_log = ""
 
-    def parse(self, response: Response) -> Iterator[dict[str, Any]]:
+    async def parse(self, response: Response) -> AsyncIterator[dict[str, Any]]:
+        if self.callback_log:
+            with open(self.callback_log, "a", encoding="utf-8") as fh:
+                fh.write(response.url + "\n")
+        if self.callback_s:
+            await asyncio.sleep(self.callback_s)
+        if self.callback_log:
+            with open(self.callback_log, "a", encoding="utf-8") as fh:
+                fh.write(f"done {response.url}\n")
         yield _item(response)
 
 
@@ -96,6 +109,8 @@ def main(path: str) -> None:
     if job.get("slow_news"):
         _slow_news(float(job["slow_news"]))
     spider = FrontierCrawlSpider if job.get("spider") == "crawl" else FrontierSpider
+    FrontierSpider.callback_s = float(job.get("callback_s") or 0.0)
+    FrontierSpider.callback_log = job.get("callback_log") or ""
     if job.get("batch"):
         spider.redis_batch_size = int(job["batch"])
     process = CrawlerProcess(settings)

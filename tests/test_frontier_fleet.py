@@ -173,6 +173,48 @@ def test_a_killed_process_loses_nothing(farm_factory: Any, redis_server: RedisSe
     assert client.mget("frontier:requests:len", "frontier:requests:leased") == [b"0", b"0"]
 
 
+def test_a_process_killed_during_its_callbacks_loses_no_page(
+        farm_factory: Any, redis_server: RedisServer) -> None:
+    """A lease ends once the request's callback has run, not at its response:
+    SIGKILL one process while its callbacks run (each takes 1.5 s), and every
+    page's callback still completes in the fleet (the victim's unfinished ones
+    are fetched again by the others once its heartbeat stops)."""
+    farm = farm_factory(SPEC)
+    urls = all_urls(farm, per_host=4)
+    seed(redis_server.url, urls)
+    victim: list[int] = []
+
+    def kill(procs: list[subprocess.Popen[str]], logs: list[Path]) -> None:
+        """Kill the first process 1 s into its second callback (the response's
+        end long reported: its next pops went meanwhile)."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for i, log in enumerate(logs):
+                calls = log.with_name(f"callbacks{i}.txt")
+                if calls.exists() and len(calls.read_text().splitlines()) >= 2:
+                    time.sleep(1.0)
+                    procs[i].send_signal(signal.SIGKILL)
+                    procs[i].wait()
+                    victim.append(i)
+                    return
+            time.sleep(0.005)
+
+    fleet = run_fleet(fleet_settings(farm, redis_server), kill=kill, callback_s=1.5)
+    assert victim, "no process ran a callback: nothing was tested"
+    (v,) = victim
+    started = {line for line in fleet.callbacks[v] if not line.startswith("done ")}
+    finished = {line.removeprefix("done ") for lines in fleet.callbacks for line in lines
+                if line.startswith("done ")}
+    assert started - {line.removeprefix("done ") for line in fleet.callbacks[v]
+                      if line.startswith("done ")}, "the victim was in no callback"
+    assert finished == set(urls)  # every page's callback ran to its end somewhere
+    assert [c for i, c in enumerate(fleet.codes) if i != v] == [0, 0], fleet.logs
+    arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
+    assert count_violations(arrivals) == (0, 0), describe_violations(arrivals)
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.mget("frontier:requests:len", "frontier:requests:leased") == [b"0", b"0"]
+
+
 def _commands_per_request(farm: Farm, server: RedisServer, **extra: Any) -> float:
     client = redis.Redis.from_url(server.url)
     client.flushall()

@@ -220,6 +220,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         return 2.0 * lag + self._rtt
 
     def _run_pop(self, picks: int, slip: float = 0.0, claim: float = _CLAIM) -> list[Any]:
+        self._leases.sweep()  # what finished its callback since: acknowledged on this trip
         acks = self._leases.take_acks()
         ips = self._routes.take_news()
         self._last_pop = clock()
