@@ -126,7 +126,9 @@ def test_a_late_booked_start_is_in_force_before_it_goes(
     next bookings (short gaps); put in force before the send, it cannot."""
     fleet, _urls = _late_fleet(farm_factory, redis_server, after_politeness=False,
                                slow_news=0.25)
-    assert _stat(fleet.logs, "frontier/sent_late") > 0
+    # Late requests there were; each went once in force, or was booked afresh when
+    # another process had booked behind it meanwhile.
+    assert _stat(fleet.logs, "frontier/sent_late") + _stat(fleet.logs, "frontier/rebooked") > 0
 
 
 def _pid_of(log: Path) -> str | None:

@@ -7,7 +7,8 @@
 -- in _eligibility.lua; server clock only.
 --
 -- ARGV: P NS pid lease picks default floor ceiling ip_floor margin idle looks lead
---       slip claim ip_ttl n_acks acks... n_ips (host_key ip)... [ip_model]
+--       slip claim ip_ttl n_acks acks... n_ips (host_key ip)...
+--       n_pushes (data priority host_key ip hold cfg)... [ip_model]
 --   pid/lease: this process and how long its heartbeat lasts; picks 0 = heartbeat only
 --   lead: a request eligible within this many seconds is handed out, booked at
 --         its eligible instant (the middleware sleeps until it: the engine's
@@ -20,6 +21,9 @@
 --   acks: request ids this process finished (their leases end)
 --   ips: hosts this process resolved since its last pop (share_ip, ip_ttl s): the
 --        news rides on the pop instead of a round trip of its own
+--   pushes: requests this process queued since its last pop (push_one), applied
+--        before anything is picked, in the same atomic step as the acks: a
+--        callback's new requests are queued when its lease ends, never after
 --   ip_model: 'decoupled' spends the IP by ip_floor (the IP's own interval, as
 --        IPTable.spacing before any evidence); absent or 'coupled': by the host's
 -- Returns {'req', data, id, ip, booked, delay, next_in, start}, {'wait', seconds}, {'empty'},
@@ -62,7 +66,14 @@ local ips_end = at_ips + 2 * tonumber(ARGV[at_ips])
 for i = at_ips + 1, ips_end, 2 do
   share_ip(P, ARGV[i], ARGV[i + 1], ip_ttl, now)
 end
-local decoupled = ARGV[ips_end + 1] == 'decoupled'
+local n_pushes = tonumber(ARGV[ips_end + 1]) or 0
+local pushes_end = ips_end + 1 + 6 * n_pushes
+for i = ips_end + 2, pushes_end, 6 do
+  push_one(P, now, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ip_ttl, ARGV[i + 4],
+           ARGV[i + 5])
+end
+if n_pushes > 0 then redis.call('INCRBY', P .. ':len', n_pushes) end
+local decoupled = ARGV[pushes_end + 1] == 'decoupled'
 
 if picks == 0 then return {'beat'} end
 
