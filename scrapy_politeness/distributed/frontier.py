@@ -42,6 +42,7 @@ from scrapy_redis.queue import Base
 from scrapy_politeness.distributed.booking import BOOKED_META, LEAD
 from scrapy_politeness.distributed.frontier_feed import StartFeed
 from scrapy_politeness.distributed.frontier_leases import LEASE_META, Leases
+from scrapy_politeness.distributed.frontier_pushes import PendingPushes
 from scrapy_politeness.distributed.frontier_routes import HostRoutes
 from scrapy_politeness.distributed.lua_source import lua_source
 from scrapy_politeness.scheduler.handed_out import gate_of
@@ -124,8 +125,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._wake: asyncio.TimerHandle | None = None
         self._beat: asyncio.TimerHandle | None = None
         self._closed = False
-        self._pushes: list[Any] = []  # queued here, not yet in Redis: ride on the next pop
-        self._flush: asyncio.Handle | None = None
+        self._pushes = PendingPushes(lambda: self._run_pop(0))
         self._rtt = 0.0  # recent pop round trip (a decaying maximum)
         self._idle = 0.0  # the current wait while every queued host is claimed elsewhere
         self._last_pop = 0.0
@@ -154,12 +154,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             c = self._settings.config_for(key)
             if c is not self._settings.config:
                 cfg = f"{c.default!r} {c.floor!r} {c.ceiling!r}"
-        # Carried by the next pop (the engine's next pull), or by a flush in the
-        # next turn of the loop: one round trip for a batch of pushes.
-        self._pushes += [self._encode_request(request), request.priority, key, ip,
-                         _RESOLVE_HOLD, cfg]
-        if self._flush is None and not self._closed:
-            self._flush = asyncio.get_running_loop().call_soon(self._flush_pushes)
+        self._pushes.add(self._encode_request(request), request.priority, key, ip,
+                         _RESOLVE_HOLD, cfg)  # rides on the next pop (frontier_pushes.py)
         self._quiet_until = 0.0  # the pushed host may be eligible now
         self._feed.pushed += 1  # (a pop due to steal still steals: see pop)
         self._start_heartbeat()
@@ -214,7 +210,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         return None
 
     def clear(self) -> None:
-        self._pushes = []
+        self._pushes.clear()
         self._scripts["clear"](args=[self.key])
 
     # -- internals ---------------------------------------------------------
@@ -230,31 +226,20 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._leases.sweep()  # what finished its callback since: acknowledged on this trip
         acks = self._leases.take_acks()
         ips = self._routes.take_news()
-        pushes, self._pushes = self._pushes, []
+        pushes = self._pushes.take()
         self._last_pop = clock()
         try:
             reply: list[Any] = self._scripts["pop"](args=[
                 self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
                 LEAD, slip, claim, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips,
-                len(pushes) // 6, *pushes, self._settings.ip_model])
+                *pushes, self._settings.ip_model])
         except Exception:  # Redis away: the next pop carries them again
             self._leases.give_back(acks)
             self._routes.give_back(ips)
-            self._pushes[:0] = pushes
+            self._pushes.give_back(pushes)
             raise
         return reply
 
-    def _flush_pushes(self) -> None:
-        """Pushes no pop carried in this turn of the loop: queue them now."""
-        self._flush = None
-        if not self._pushes or self._closed:
-            return
-        try:
-            self._run_pop(0)
-        except Exception:  # Redis away: the next pop carries them; try again meanwhile
-            logger.debug("politeness: frontier push failed", exc_info=True)
-            self._flush = asyncio.get_running_loop().call_later(_LEASE / 4,
-                                                                 self._flush_pushes)
 
     def _share_ip(self, key: str, ip: str) -> None:
         self._scripts["ip"](args=[self.key, key, ip, _IP_TTL])
@@ -298,7 +283,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         """End our finished leases and give back what we still hold."""
         self._closed = True
         self._routes.close()
-        for handle in (self._wake, self._beat, self._flush):
+        self._pushes.close()
+        for handle in (self._wake, self._beat):
             if handle is not None:
                 handle.cancel()
         self._leases.end_all()  # the engine finished all it had in progress
