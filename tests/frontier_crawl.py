@@ -118,7 +118,7 @@ class CommandStats:
         self._client.close()
         counts = after - self._before
         counts["INFO"] -= 1  # the first read's (the second is not counted in its own answer)
-        for name in ("INFO", "PING", "CLIENT|SETINFO", "CLIENT|SETNAME", "HELLO"):
+        for name in ("INFO", "PING", "CLIENT|SETINFO", "CLIENT|SETNAME", "HELLO", "SCRIPT|LOAD"):
             counts.pop(name, None)  # connection set-up and checks: not per request
         return counts
 

@@ -21,13 +21,17 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 from crawling import farm_settings
-from frontier_crawl import STOCK_QUEUE, CommandCounter, run_fleet, seed
+from frontier_crawl import STOCK_QUEUE, CommandCounter, CommandStats, run_fleet, seed
 from redis_server import RedisServer, redis_server_fixture
 from test_multiprocess import INTERVAL, SPEC, count_violations, describe_violations
 
 from scrapy_politeness._sitefarm import Farm
 
 pytest.importorskip("scrapy_redis")
+
+# Per request served, INFO commandstats (see docs/usage/redis.md for the figures).
+COMMANDS_PER_REQUEST = 85.0
+SCRIPTS_PER_REQUEST = 5.0
 
 
 @pytest.fixture
@@ -239,6 +243,28 @@ def test_redis_commands_per_request_at_most_one_more_than_the_stock_queue(
     ours = _commands_per_request(farm_factory(SPEC), redis_server)
     print(f"Redis commands per dispatched request: stock queue {stock:.2f}, frontier {ours:.2f}")
     assert ours <= stock + 1
+
+
+def test_redis_cost_per_request_counted_by_the_server(
+        farm_factory: Any, redis_server: RedisServer) -> None:
+    """The Redis commands (those the scripts run included: ``INFO commandstats``)
+    and script calls per request served, in a real three-process crawl. A pop
+    carries the process's pushes and acks; the index head, its IPs and claims
+    are read once per pop (they were read again per host: 60 GETs a request)."""
+    farm = farm_factory(BROAD)
+    urls = [farm.url(h, f"/p/{n}") for n in range(4) for h in BROAD["hosts"]]
+    seed(redis_server.url, urls)
+    counter = CommandStats(redis_server.url)
+    fleet = run_fleet(fleet_settings(farm, redis_server))
+    counts = counter.stop()
+    assert fleet.codes == [0, 0, 0], fleet.logs
+    served = len([a for a in farm.arrivals() if a.path != "/robots.txt"])
+    assert served == len(urls)
+    commands, scripts = sum(counts.values()) / served, CommandStats.scripts(counts) / served
+    print(f"per request served: {commands:.1f} commands, {scripts:.2f} scripts; {dict(counts)}")
+    assert counts["GET"] / served < 10, counts
+    assert commands <= COMMANDS_PER_REQUEST, counts
+    assert scripts <= SCRIPTS_PER_REQUEST, counts
 
 
 BROAD: dict[str, Any] = {"ips": ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"],
