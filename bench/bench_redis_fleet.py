@@ -107,7 +107,7 @@ def run_once(scenario: Scenario, binary: str) -> tuple[str, list[str]]:
            f"| {CommandStats.scripts(counts) / served:.2f} | {top} | {ok} |")
     gaps = short_gaps(scenario, arrivals, by_url)
     if gaps:
-        stats = Counter({m[0]: 0 for m in []})
+        stats: Counter[str] = Counter()
         for log in fleet.logs:
             for name, n in re.findall(r"'politeness/((?:frontier|shared)/\w+)': (\d+)", log):
                 stats[name] += int(n)
