@@ -4,7 +4,7 @@ One object owns a released request's way to the wire, so the way goes down
 only, each part asked once and in turn: the start the scrapy-redis frontier
 booked (:mod:`~scrapy_politeness.distributed.booking`), the shared buckets
 (:class:`~scrapy_politeness.distributed.sync.SharedSync`: booked here, or a
-booked start that went late reported), the local send lateness
+booked start that went late put in force first), the local send lateness
 (:class:`~scrapy_politeness.downloader.send_lateness.SendSlip`), the
 observer, and the address the download is pinned to. It also opens the
 request's slot ticket (a :class:`Dispatch` in ``held``) before anything can
@@ -16,7 +16,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from scrapy_politeness.distributed.booking import booked_start, start_as_booked
+from scrapy_politeness.distributed.booking import (
+    booked_start,
+    put_late_in_force,
+    start_as_booked,
+)
 from scrapy_politeness.downloader.send_lateness import Dispatch, late_allowance
 
 if TYPE_CHECKING:
@@ -71,7 +75,7 @@ class Sender:
         shared = self.shared
         booking = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
         at_booked = None
-        if booking is not None:  # that booking is the shared spend; a later send is reported
+        if booking is not None:  # that booking is the shared spend; a late send moves it first
             at_booked = await start_as_booked(
                 booking, release, loop, shared=shared is not None, margin=self.margin,
                 stats=self.stats, late_ok=late_allowance(
@@ -80,13 +84,15 @@ class Sender:
         resumed = (loop.time() if waited_in_gate else submitted
                    if self.slip.lag > RESUME_LAG else None)
         booked_slip = math.inf
+        if at_booked is not None and shared is not None:
+            assert booking is not None
+            if at_booked.at > booking.at:  # late: in force on the shared buckets before it goes
+                at_booked = await put_late_in_force(booking, at_booked, state, shared=shared,
+                                                    stats=self.stats, loop=loop)
         if at_booked is not None:
             assert booking is not None
             release, booked_slip = at_booked, booking.booked_slip
-            if shared is not None:
-                shared.sent_as_booked(at_booked, booking.at, state, loop.time())
-            else:
-                self.slip.spend_at_send(at_booked, loop.time())
+            self.slip.spend_at_send(at_booked, loop.time())  # the local buckets: the real send
         elif shared is not None:
             release, booked_slip = await shared.reserve(
                 release, state, loop, resumed=None if booking is not None else resumed)

@@ -29,6 +29,7 @@ class Fleet:
     codes: list[int | None] = field(default_factory=list)
     wall: float = 0.0
     ended: float = 0.0  # time.monotonic() once every process exited (the farm's clock)
+    callbacks: list[list[str]] = field(default_factory=list)  # per process: its callback log
 
 
 def seed(redis_url: str, urls: list[str], key: str = "frontier:start_urls") -> None:
@@ -41,19 +42,32 @@ def seed(redis_url: str, urls: list[str], key: str = "frontier:start_urls") -> N
 
 def run_fleet(settings: dict[str, Any], processes: int = 3, *, timeout: float = 120.0,
               kill: Callable[[list[subprocess.Popen[str]], list[Path]], None] | None = None,
-              batch: int | None = None, spider: str = "redis") -> Fleet:
+              batch: int | None = None, spider: str = "redis",
+              barrier: bool = False, slow_news: float = 0.0,
+              callback_s: float = 0.0) -> Fleet:
     """Start ``processes`` crawlers at once; ``kill(procs, logs)`` (in this thread) may
     SIGKILL some (or push more start URLs). ``batch``: the spider's
     ``redis_batch_size`` (None: scrapy-redis's default, ``CONCURRENT_REQUESTS``);
-    ``spider``: ``"redis"`` (``RedisSpider``) or ``"crawl"`` (``RedisCrawlSpider``)."""
+    ``spider``: ``"redis"`` (``RedisSpider``) or ``"crawl"`` (``RedisCrawlSpider``);
+    ``barrier``: every process, once open, waits for all the others, so their
+    first requests start at the same instant; ``slow_news``: every late start
+    reaches Redis that many seconds after the process reported it; ``callback_s``:
+    each callback takes that long (each process appends the URL of each callback
+    it starts to ``callbacks<i>.txt`` next to its log)."""
     fleet = Fleet()
     with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
         procs, outs, log_paths = [], [], []
         start = time.monotonic()
+        gate = None
+        if barrier:
+            Path(tmp, "barrier").mkdir()
+            gate = {"folder": str(Path(tmp, "barrier")), "n": processes}
         for i in range(processes):
             items_out = str(Path(tmp, f"items{i}.jsonl"))
             job = {"settings": settings, "items_out": items_out, "batch": batch,
-                   "spider": spider}
+                   "spider": spider, "barrier": gate, "slow_news": slow_news,
+                   "callback_s": callback_s,
+                   "callback_log": str(Path(tmp, f"callbacks{i}.txt"))}
             job_path = Path(tmp, f"job{i}.json")
             job_path.write_text(json.dumps(job), encoding="utf-8")
             log_paths.append(Path(tmp, f"log{i}.txt"))
@@ -71,16 +85,46 @@ def run_fleet(settings: dict[str, Any], processes: int = 3, *, timeout: float = 
                 p.wait()
         fleet.ended = time.monotonic()
         fleet.wall = fleet.ended - start
-        for p, (items_out, log) in zip(procs, outs, strict=True):
+        for i, (p, (items_out, log)) in enumerate(zip(procs, outs, strict=True)):
             fleet.codes.append(p.returncode)
             log.seek(0)
             fleet.logs.append(log.read())
             log.close()
+            calls = Path(tmp, f"callbacks{i}.txt")
+            fleet.callbacks.append(calls.read_text().splitlines() if calls.exists() else [])
             path = Path(items_out)
             if path.exists():
-                fleet.items += [json.loads(line) for line in path.read_text().splitlines()
-                                if line.strip()]
+                fleet.items += [{**json.loads(line), "process": i}
+                                for line in path.read_text().splitlines() if line.strip()]
     return fleet
+
+
+class CommandStats:
+    """Commands the server ran between ``__init__`` and ``stop()``, by name, from
+    ``INFO commandstats`` (those a script runs included, unlike MONITOR's
+    client-sent count). Our own INFO calls are left out."""
+
+    def __init__(self, redis_url: str) -> None:
+        self._client = redis.Redis.from_url(redis_url)
+        self._before = self._read()
+
+    def _read(self) -> collections.Counter[str]:
+        raw = self._client.info("commandstats")
+        return collections.Counter({name.removeprefix("cmdstat_").upper(): int(v["calls"])
+                                    for name, v in raw.items()})
+
+    def stop(self) -> collections.Counter[str]:
+        after = self._read()
+        self._client.close()
+        counts = after - self._before
+        counts["INFO"] -= 1  # the first read's (the second is not counted in its own answer)
+        for name in ("INFO", "PING", "CLIENT|SETINFO", "CLIENT|SETNAME", "HELLO", "SCRIPT|LOAD"):
+            counts.pop(name, None)  # connection set-up and checks: not per request
+        return counts
+
+    @staticmethod
+    def scripts(counts: collections.Counter[str]) -> int:
+        return counts["EVALSHA"] + counts["EVAL"]
 
 
 class CommandCounter:

@@ -21,13 +21,17 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 from crawling import farm_settings
-from frontier_crawl import STOCK_QUEUE, CommandCounter, run_fleet, seed
+from frontier_crawl import STOCK_QUEUE, CommandCounter, CommandStats, run_fleet, seed
 from redis_server import RedisServer, redis_server_fixture
 from test_multiprocess import INTERVAL, SPEC, count_violations, describe_violations
 
 from scrapy_politeness._sitefarm import Farm
 
 pytest.importorskip("scrapy_redis")
+
+# Per request served, INFO commandstats (see docs/usage/redis.md for the figures).
+COMMANDS_PER_REQUEST = 85.0
+SCRIPTS_PER_REQUEST = 5.0
 
 
 @pytest.fixture
@@ -75,7 +79,7 @@ def test_three_processes_fetch_every_url_once_within_one_budget(
 
 
 def _late_fleet(farm_factory: Any, redis_server: RedisServer, *,
-                after_politeness: bool) -> tuple[Any, list[str]]:
+                after_politeness: bool, slow_news: float = 0.0) -> tuple[Any, list[str]]:
     """Three processes where every even page is held 80 ms (``tests/late_send.py``)
     after the politeness middleware (960: the send slips) or before it (940:
     the request reaches the gate late); every URL once, no short gap."""
@@ -84,7 +88,8 @@ def _late_fleet(farm_factory: Any, redis_server: RedisServer, *,
     seed(redis_server.url, urls)
     priority = 960 if after_politeness else 940
     fleet = run_fleet(fleet_settings(
-        farm, redis_server, DOWNLOADER_MIDDLEWARES={"late_send.LateSend": priority}))
+        farm, redis_server, DOWNLOADER_MIDDLEWARES={"late_send.LateSend": priority}),
+        slow_news=slow_news, barrier=True)
     assert fleet.codes == [0, 0, 0], fleet.logs
     arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
     assert fetched(farm) == wanted(urls)
@@ -115,6 +120,19 @@ def test_a_booked_request_that_reaches_the_gate_late_goes_and_is_reported(
     late, rebooked = _stat(fleet.logs, "frontier/sent_late"), _stat(fleet.logs, "frontier/rebooked")
     assert late > 0
     assert rebooked * 10 <= late  # all but a few go at once instead of being booked again
+
+
+def test_a_late_booked_start_is_in_force_before_it_goes(
+        farm_factory: Any, redis_server: RedisServer) -> None:
+    """As above, but every late start reaches Redis 0.25 s after the process
+    reported it (a loop too busy to run the report, as when a fleet starts):
+    reported after the send, the news lost the race with the other processes'
+    next bookings (short gaps); put in force before the send, it cannot."""
+    fleet, _urls = _late_fleet(farm_factory, redis_server, after_politeness=False,
+                               slow_news=0.25)
+    # Late requests there were; each went once in force, or was booked afresh when
+    # another process had booked behind it meanwhile.
+    assert _stat(fleet.logs, "frontier/sent_late") + _stat(fleet.logs, "frontier/rebooked") > 0
 
 
 def _pid_of(log: Path) -> str | None:
@@ -161,6 +179,48 @@ def test_a_killed_process_loses_nothing(farm_factory: Any, redis_server: RedisSe
     assert client.mget("frontier:requests:len", "frontier:requests:leased") == [b"0", b"0"]
 
 
+def test_a_process_killed_during_its_callbacks_loses_no_page(
+        farm_factory: Any, redis_server: RedisServer) -> None:
+    """A lease ends once the request's callback has run, not at its response:
+    SIGKILL one process while its callbacks run (each takes 1.5 s), and every
+    page's callback still completes in the fleet (the victim's unfinished ones
+    are fetched again by the others once its heartbeat stops)."""
+    farm = farm_factory(SPEC)
+    urls = all_urls(farm, per_host=4)
+    seed(redis_server.url, urls)
+    victim: list[int] = []
+
+    def kill(procs: list[subprocess.Popen[str]], logs: list[Path]) -> None:
+        """Kill the first process 1 s into its second callback (the response's
+        end long reported: its next pops went meanwhile)."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for i, log in enumerate(logs):
+                calls = log.with_name(f"callbacks{i}.txt")
+                if calls.exists() and len(calls.read_text().splitlines()) >= 2:
+                    time.sleep(1.0)
+                    procs[i].send_signal(signal.SIGKILL)
+                    procs[i].wait()
+                    victim.append(i)
+                    return
+            time.sleep(0.005)
+
+    fleet = run_fleet(fleet_settings(farm, redis_server), kill=kill, callback_s=1.5)
+    assert victim, "no process ran a callback: nothing was tested"
+    (v,) = victim
+    started = {line for line in fleet.callbacks[v] if not line.startswith("done ")}
+    finished = {line.removeprefix("done ") for lines in fleet.callbacks for line in lines
+                if line.startswith("done ")}
+    assert started - {line.removeprefix("done ") for line in fleet.callbacks[v]
+                      if line.startswith("done ")}, "the victim was in no callback"
+    assert finished == set(urls)  # every page's callback ran to its end somewhere
+    assert [c for i, c in enumerate(fleet.codes) if i != v] == [0, 0], fleet.logs
+    arrivals = [a for a in farm.arrivals() if a.path != "/robots.txt"]
+    assert count_violations(arrivals) == (0, 0), describe_violations(arrivals)
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.mget("frontier:requests:len", "frontier:requests:leased") == [b"0", b"0"]
+
+
 def _commands_per_request(farm: Farm, server: RedisServer, **extra: Any) -> float:
     client = redis.Redis.from_url(server.url)
     client.flushall()
@@ -183,6 +243,28 @@ def test_redis_commands_per_request_at_most_one_more_than_the_stock_queue(
     ours = _commands_per_request(farm_factory(SPEC), redis_server)
     print(f"Redis commands per dispatched request: stock queue {stock:.2f}, frontier {ours:.2f}")
     assert ours <= stock + 1
+
+
+def test_redis_cost_per_request_counted_by_the_server(
+        farm_factory: Any, redis_server: RedisServer) -> None:
+    """The Redis commands (those the scripts run included: ``INFO commandstats``)
+    and script calls per request served, in a real three-process crawl. A pop
+    carries the process's pushes and acks; the index head, its IPs and claims
+    are read once per pop (they were read again per host: 60 GETs a request)."""
+    farm = farm_factory(BROAD)
+    urls = [farm.url(h, f"/p/{n}") for n in range(4) for h in BROAD["hosts"]]
+    seed(redis_server.url, urls)
+    counter = CommandStats(redis_server.url)
+    fleet = run_fleet(fleet_settings(farm, redis_server))
+    counts = counter.stop()
+    assert fleet.codes == [0, 0, 0], fleet.logs
+    served = len([a for a in farm.arrivals() if a.path != "/robots.txt"])
+    assert served == len(urls)
+    commands, scripts = sum(counts.values()) / served, CommandStats.scripts(counts) / served
+    print(f"per request served: {commands:.1f} commands, {scripts:.2f} scripts; {dict(counts)}")
+    assert counts["GET"] / served < 10, counts
+    assert commands <= COMMANDS_PER_REQUEST, counts
+    assert scripts <= SCRIPTS_PER_REQUEST, counts
 
 
 BROAD: dict[str, Any] = {"ips": ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"],

@@ -46,11 +46,15 @@ class Frontier:
             acks: tuple[str, ...] = (), *, slip: float = 0.0,
             claim: float = CLAIM, ips: dict[str, str] | None = None,
             model: tuple[str, ...] = (), interval: float = INTERVAL,
-            ip_floor: float = IP_FLOOR) -> list[Any]:
+            ip_floor: float = IP_FLOOR,
+            pushes: tuple[tuple[str, str, str], ...] = ()) -> list[Any]:
+        """``pushes``: (host key, data, ip) queued by this very call, before it picks."""
         shared = [x for pair in (ips or {}).items() for x in pair]
+        queued = [x for key, data, ip in pushes for x in (data, 0, key, ip, 2.0, "")]
         reply: list[Any] = self.s["pop"](args=[
             P, NS, pid, lease, picks, interval, interval, 60.0, ip_floor, MARGIN, 60.0, 16,
-            LEAD, slip, claim, 600, len(acks), *acks, len(shared) // 2, *shared, *model])
+            LEAD, slip, claim, 600, len(acks), *acks, len(shared) // 2, *shared,
+            len(pushes), *queued, *model])
         return [x.decode() if isinstance(x, bytes) else x for x in reply]
 
     def drain(self, pid: str = "p1") -> list[str]:
@@ -277,6 +281,21 @@ def test_one_round_trip_per_push_and_per_pop(redis_server: RedisServer) -> None:
     sent = {k: v["calls"] for k, v in stats.items()
             if k in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_script|load")}
     assert sent == {"cmdstat_evalsha": 20}
+
+
+def test_pushes_ride_on_a_pop_and_are_picked_in_it(redis_server: RedisServer) -> None:
+    """A process's pushes since its last pop go with the pop, in the same atomic
+    step as its acks: one round trip for a batch, and the pop may hand one out."""
+    f = Frontier(redis_server)
+    f.push("a.test", "warm")
+    f.pop()
+    f.r.config_resetstat()
+    reply = f.pop(pushes=(("b.test", "r1", "127.2.1.1"), ("b.test", "r2", "127.2.1.1"),
+                          ("c.test", "r3", "127.2.1.2")))
+    assert reply[:2] == ["req", "r1"]
+    assert f.length() == (2, 2)
+    stats = f.r.info("commandstats")
+    assert stats["cmdstat_evalsha"]["calls"] == 1
 
 
 def test_clear_drops_queued_and_leased(redis_server: RedisServer) -> None:

@@ -67,6 +67,12 @@ class SharedBackend(Protocol):
                             interval: float, ip_spacing: float) -> None:
         """Move the shared buckets to a start later than its booking allowed for."""
 
+    async def go_late(self, key: str, ip: str | None, booked_at: float, *, booked_slip: float,
+                      starts_in: float, interval: float, ip_spacing: float) -> bool:
+        """Move the shared buckets to a booked start that goes late, before it
+        goes; False (nothing moved) when another booking came behind it meanwhile."""
+        ...
+
     async def wait_before_send(self, key: str, ip: str | None, config: Config, *,
                                slip: float = 0.0) -> float | None:
         """Seconds a booked request must still wait for a late start reported

@@ -12,15 +12,19 @@ import asyncio
 import math
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from scrapy_politeness.downloader.send_lateness import LEAD, late_allowance
+from scrapy_politeness.downloader.send_lateness import LEAD, Dispatch, late_allowance
 from scrapy_politeness.policy import Release
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
+    from scrapy_politeness.distributed.sync import SharedSync
+    from scrapy_politeness.policy import HostState
 
-__all__ = ["BOOKED_META", "LEAD", "Booking", "booked_start", "late_allowance", "start_as_booked"]
+
+__all__ = ["BOOKED_META", "LEAD", "Booking", "booked_start", "late_allowance", "put_late_in_force",
+           "start_as_booked"]
 
 BOOKED_META = "politeness_booked"
 
@@ -32,6 +36,7 @@ class Booking(NamedTuple):
 
     at: float
     booked_slip: float
+    server_at: float | None = None  # the same start on the Redis server's clock
 
 
 def booked_start(request: Request, ip: str | None) -> Booking | None:
@@ -40,7 +45,7 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
     None unless it booked the host and exactly the IP bucket ``ip`` (None: no
     IP bucket) the gate uses: a name that resolved differently since is
     booked by the middleware as usual. The value is
-    ``{"ip": ..., "at": ..., "booked_slip": ...}``.
+    ``{"ip": ..., "at": ..., "booked_slip": ..., "server_at": ...}``.
     """
     booked = request.meta.get(BOOKED_META)
     if not isinstance(booked, dict) or booked.get("ip") != ip:
@@ -50,15 +55,17 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
         return None
     booked_slip = booked.get("booked_slip")
     slip = float(booked_slip) if isinstance(booked_slip, (int, float)) else math.inf
-    return Booking(float(at), slip)
+    server_at = booked.get("server_at")
+    return Booking(float(at), slip,
+                   float(server_at) if isinstance(server_at, (int, float)) else None)
 
 
 async def start_as_booked(booking: Booking, release: Release[Any],
                           loop: asyncio.AbstractEventLoop, *, shared: bool, margin: float,
                           late_ok: float, stats: StatsCollector) -> Release[Any] | None:
     """Sleep until the start the frontier booked; the release at that start (at
-    now when it is up to ``late_ok`` late: the caller reports the real start),
-    or None when it must be booked afresh.
+    now when it is up to ``late_ok`` late: the caller puts the real start in
+    force first), or None when it must be booked afresh.
 
     A request that reached the middleware well after its booked start (DNS, a
     busy loop) would crowd the next booking if sent now: with a shared backend
@@ -69,8 +76,24 @@ async def start_as_booked(booking: Booking, release: Release[Any],
         if now - booking.at > late_ok:
             stats.inc_value("politeness/frontier/rebooked")
             return None
-        stats.inc_value("politeness/frontier/sent_late")
         return Release(release.token, release.key, release.ip, release.interval, now)
     if booking.at > now:
         await asyncio.sleep(booking.at - now)
     return Release(release.token, release.key, release.ip, release.interval, booking.at)
+
+
+async def put_late_in_force(booking: Booking, at_booked: Release[Any], state: HostState, *,
+                            shared: SharedSync, stats: StatsCollector,
+                            loop: asyncio.AbstractEventLoop) -> Release[Any] | None:
+    """A booked start that goes later than booked: the shared buckets move to the
+    real start before the send (``SharedSync.go_late``: one round trip), so the
+    news cannot race the other processes' next bookings (a fleet's first
+    requests, on a busy loop); None when another process booked behind it
+    meanwhile or Redis cannot say: the caller books it afresh."""
+    if booking.server_at is None or not await shared.go_late(
+            Dispatch(at_booked.key, booking.at, at_booked.ip), state, booking.server_at,
+            booking.booked_slip):
+        stats.inc_value("politeness/frontier/rebooked")
+        return None
+    stats.inc_value("politeness/frontier/sent_late")
+    return Release(at_booked.token, at_booked.key, at_booked.ip, at_booked.interval, loop.time())

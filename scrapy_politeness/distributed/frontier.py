@@ -42,6 +42,7 @@ from scrapy_redis.queue import Base
 from scrapy_politeness.distributed.booking import BOOKED_META, LEAD
 from scrapy_politeness.distributed.frontier_feed import StartFeed
 from scrapy_politeness.distributed.frontier_leases import LEASE_META, Leases
+from scrapy_politeness.distributed.frontier_pushes import PendingPushes
 from scrapy_politeness.distributed.frontier_routes import HostRoutes
 from scrapy_politeness.distributed.lua_source import lua_source
 from scrapy_politeness.scheduler.handed_out import gate_of
@@ -124,6 +125,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._wake: asyncio.TimerHandle | None = None
         self._beat: asyncio.TimerHandle | None = None
         self._closed = False
+        self._pushes = PendingPushes(lambda: self._run_pop(0))
         self._rtt = 0.0  # recent pop round trip (a decaying maximum)
         self._idle = 0.0  # the current wait while every queued host is claimed elsewhere
         self._last_pop = 0.0
@@ -135,7 +137,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
     def __len__(self) -> int:
         """Queued plus handed out and unfinished (in any process): a process
         stays open while another may still push, or die and give work back."""
-        if clock() < self._pending_until:  # our last pop saw queued requests: no round trip
+        if clock() < self._pending_until or self._pushes:  # no round trip needed
             return 1
         self._leases.sweep()  # asked when the engine has nothing running: end what ended
         if self._leases.acks:
@@ -152,8 +154,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             c = self._settings.config_for(key)
             if c is not self._settings.config:
                 cfg = f"{c.default!r} {c.floor!r} {c.ceiling!r}"
-        self._scripts["push"](args=[self.key, self._encode_request(request), request.priority,
-                                    key, ip, _IP_TTL, _RESOLVE_HOLD, cfg])
+        self._pushes.add(self._encode_request(request), request.priority, key, ip,
+                         _RESOLVE_HOLD, cfg)  # rides on the next pop (frontier_pushes.py)
         self._quiet_until = 0.0  # the pushed host may be eligible now
         self._feed.pushed += 1  # (a pop due to steal still steals: see pop)
         self._start_heartbeat()
@@ -182,7 +184,8 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             if booked != 2:
                 request.meta[BOOKED_META] = {"ip": _text(reply[3]) if booked else None,
                                              "at": now + float(_text(reply[5])),
-                                             "booked_slip": slip - rtt}
+                                             "booked_slip": slip - rtt,
+                                             "server_at": float(_text(reply[7]))}
             self.stats.inc_value(_STATS + "popped")
             self._start_heartbeat()
             next_in = float(_text(reply[6]))
@@ -207,6 +210,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         return None
 
     def clear(self) -> None:
+        self._pushes.clear()
         self._scripts["clear"](args=[self.key])
 
     # -- internals ---------------------------------------------------------
@@ -219,19 +223,23 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         return 2.0 * lag + self._rtt
 
     def _run_pop(self, picks: int, slip: float = 0.0, claim: float = _CLAIM) -> list[Any]:
+        self._leases.sweep()  # what finished its callback since: acknowledged on this trip
         acks = self._leases.take_acks()
         ips = self._routes.take_news()
+        pushes = self._pushes.take()
         self._last_pop = clock()
         try:
             reply: list[Any] = self._scripts["pop"](args=[
                 self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
                 LEAD, slip, claim, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips,
-                self._settings.ip_model])
+                *pushes, self._settings.ip_model])
         except Exception:  # Redis away: the next pop carries them again
             self._leases.give_back(acks)
             self._routes.give_back(ips)
+            self._pushes.give_back(pushes)
             raise
         return reply
+
 
     def _share_ip(self, key: str, ip: str) -> None:
         self._scripts["ip"](args=[self.key, key, ip, _IP_TTL])
@@ -275,10 +283,13 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         """End our finished leases and give back what we still hold."""
         self._closed = True
         self._routes.close()
+        self._pushes.close()
         for handle in (self._wake, self._beat):
             if handle is not None:
                 handle.cancel()
         self._leases.end_all()  # the engine finished all it had in progress
+        if self._pushes:  # queued for the others before this process lets go
+            self._run_pop(0)
         acks = self._leases.take_acks()
         returned = self._scripts["release"](args=[self.key, self.pid, len(acks), *acks])
         if returned:

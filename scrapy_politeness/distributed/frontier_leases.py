@@ -8,15 +8,19 @@ one of them kept ``len(queue)`` above 0 in every process (scrapy-redis never
 idled), was renewed by the heartbeat forever and was requeued at close, so
 the failed URL came back on every run.
 
-Ends are seen through Scrapy's signals, so no middleware order matters:
-``response_received`` (a download or a cached answer), ``request_left_downloader``
-(a download that failed), ``request_dropped``, ``spider_error``, and
-``request_scheduled`` of a copy that carries the lease id in its meta (retry,
-redirect). What none of them reports (an exception from a middleware that no
-errback turns into a signal) is found by :meth:`Leases.sweep`: a request the
-engine no longer has in progress has ended. The engine adds a request to its
+A lease ends once the request's callback (or errback) has run, not when its
+response arrives: a process killed during its callbacks (SIGKILL, OOM) then
+loses no request, its leases go back to the queue and another process fetches
+them again. So the end is :meth:`Leases.sweep`: a request the engine no longer
+has in progress has ended, whatever path it took (a response, a download
+error, an exception from a middleware). The engine adds a request to its
 in-progress set in the same call that pops it, and removes it once its
-download and the callback or errback are done.
+download and the callback or errback are done; the queue sweeps before every
+pop, and its heartbeat. Signals end what the sweep would see late or not at
+all: ``request_dropped``, and ``request_scheduled`` of a copy that carries the
+lease id in its meta (a retry or redirect: the copy is queued, so the
+original's lease ends). Without the engine's set (another Scrapy) a lease ends
+with its download, as the signals report it.
 """
 
 from __future__ import annotations
@@ -45,11 +49,11 @@ class Leases:
         self._by_id: dict[str, Request] = {}
         self.acks: list[str] = []
         hub = SignalHub.of(crawler)  # per-request signals: one receiver each for the plugin
-        hub.on(signals.request_left_downloader, self._ended)
         hub.on(signals.request_dropped, self._ended)
-        hub.on(signals.response_received, self._answered)
-        hub.on(signals.spider_error, self._spider_error)
         hub.on(signals.request_scheduled, self._scheduled)
+        # A Scrapy whose in-progress set the sweep cannot read: the download's end.
+        hub.on(signals.request_left_downloader, self._downloaded)
+        hub.on(signals.response_received, self._answered)
 
     def __bool__(self) -> bool:
         return bool(self._held or self.acks)
@@ -97,13 +101,12 @@ class Leases:
     def _ended(self, request: Request, **kwargs: Any) -> None:
         self.end(request)
 
-    def _answered(self, response: Any, request: Request, **kwargs: Any) -> None:
-        self.end(request)
-
-    def _spider_error(self, failure: Any, response: Any, **kwargs: Any) -> None:
-        request = getattr(response, "request", None) or getattr(failure, "request", None)
-        if isinstance(request, Request):
+    def _downloaded(self, request: Request, **kwargs: Any) -> None:
+        if engine_in_progress(self._crawler) is None:
             self.end(request)
+
+    def _answered(self, response: Any, request: Request, **kwargs: Any) -> None:
+        self._downloaded(request)
 
     def _scheduled(self, request: Request, **kwargs: Any) -> None:
         """A request scheduled again (the same one, or a copy: retry, redirect)

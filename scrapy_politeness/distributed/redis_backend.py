@@ -48,10 +48,11 @@ _RECOVERY_CONSTANTS = (_recovery.SHRINK, _recovery.CONFIRM, _recovery.PATIENCE,
                        _recovery.ROUND_BELIEF)
 
 
-_SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start", "wait_before_send")
+_SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start", "wait_before_send",
+            "go_late")
 
 
-_LATE = {"feedback.lua", "late_start.lua"}  # fold a late start in: _late_start.lua
+_LATE = {"feedback.lua", "late_start.lua", "go_late.lua"}  # fold a late start in
 
 
 def _script(name: str) -> str:
@@ -236,6 +237,21 @@ class RedisBackend(_RedisReseed):
                             [started_ago, interval, ip_spacing, self.idle_margin])
         except BackendUnavailable:
             logger.debug("politeness: late start of %s not shared (Redis down)", key)
+
+    async def go_late(self, key: str, ip: str | None, booked_at: float, *, booked_slip: float,
+                      starts_in: float, interval: float, ip_spacing: float) -> bool:
+        """A start the frontier booked for ``booked_at`` (the server's clock, as its
+        pop answered) goes only now: move the
+        shared buckets to it (its bytes leave ``starts_in`` s from now) and go
+        (True), unless another process booked behind it meanwhile (False: book
+        it afresh). Atomic, before the send, so no other booking misses it.
+        Raises ``BackendUnavailable`` while Redis is lost."""
+        keys = [self._key("host", key)]
+        if not _is_zero_ip(ip):
+            keys += [self._key("ip", ip), self._key("late", ip)]
+        reply: Any = await self._run("go_late", keys, [
+            booked_at, booked_slip, starts_in, interval, ip_spacing, self.idle_margin])
+        return bool(int(reply))
 
     async def wait_before_send(self, key: str, ip: str | None, config: Config, *,
                                slip: float = 0.0) -> float | None:

@@ -199,16 +199,6 @@ class SharedSync:
         return LateStart(dispatch.ip, self.loop.time() - waiting.arrived, waiting.interval,
                          waiting.ip_spacing)
 
-    def sent_as_booked(self, release: Release[Any], booked_at: float, state: HostState,
-                       now: float) -> None:
-        """A start the frontier booked at ``booked_at`` goes now, ``release`` at its
-        start: the local buckets move to the real send, and a start later than
-        booked is reported to the other processes at once."""
-        self.slip.spend_at_send(release, now)
-        if release.at > booked_at:  # late: say so now
-            self.late_start(Dispatch(release.key, release.at, release.ip), state,
-                            -2.0 * self.slip.lag)
-
     def late_start(self, dispatch: Dispatch, state: HostState, ago: float) -> None:
         """The shared booking allowed for less slip than this start took: move the
         shared buckets too, so other processes space from the real start."""
@@ -216,6 +206,25 @@ class SharedSync:
         self._spawn(self.backend.correct_start(
             dispatch.key, dispatch.ip, ago, state.interval(),
             self.slip.ips.spacing(dispatch.ip, state.ip_interval())))
+
+    async def go_late(self, dispatch: Dispatch, state: HostState, server_at: float,
+                      booked_slip: float) -> bool:
+        """A start booked for ``dispatch.at`` (``server_at`` on the Redis server's
+        clock) goes only now: put it in force on the
+        shared buckets before the send (True), or False when another process
+        booked behind it meanwhile or Redis cannot say: book it afresh.
+        Reported after the send instead, the news raced the other processes'
+        next bookings and lost on a busy loop (a fleet's first requests)."""
+        self.stats.inc_value("politeness/shared/late_starts")
+        spacing = self.slip.ips.spacing(dispatch.ip, state.ip_interval())
+        try:
+            return await self.backend.go_late(
+                dispatch.key, dispatch.ip, server_at,
+                booked_slip=booked_slip if booked_slip < 1.0 else 0.0,
+                starts_in=2.0 * self.slip.lag + self.rtt, interval=state.interval(),
+                ip_spacing=spacing)
+        except ConnectionError:  # BackendUnavailable: the outage is logged once
+            return False
 
     def set_crawl_delay(self, key: str, delay: float) -> None:
         self._spawn(self.backend.set_crawl_delay(key, delay))

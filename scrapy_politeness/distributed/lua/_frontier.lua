@@ -34,6 +34,21 @@ local function share_ip(P, key, ip, ttl, now)
   if at and at > now then redis.call('ZADD', P .. ':hosts', now, key) end
 end
 
+-- Queue one request under its host key (frontier_push.lua; pushes carried by a
+-- pop: frontier_pop.lua). ip: the host's IP bucket, '' for none, '?' when not
+-- resolved yet; hold: how long a host whose IP nobody wrote yet waits for it;
+-- cfg: "default floor ceiling" when POLITENESS_HOSTS overrides the host, else ''.
+local function push_one(P, now, data, priority, key, ip, ip_ttl, hold, cfg)
+  local seq = redis.call('INCR', P .. ':seq')
+  redis.call('ZADD', P .. ':q:' .. key, -tonumber(priority), string.format('%016x', seq) .. data)
+  local ipkey = P .. ':ip:' .. key
+  if ip ~= '?' then redis.call('SET', ipkey, ip, 'PX', math.ceil(tonumber(ip_ttl) * 1000)) end
+  if cfg ~= '' then redis.call('HSET', P .. ':cfg', key, cfg) end
+  local at = now
+  if ip == '?' and redis.call('EXISTS', ipkey) == 0 then at = now + tonumber(hold) end
+  redis.call('ZADD', P .. ':hosts', 'NX', at, key)  -- queued already: its entry stands
+end
+
 -- Put every request leased by process ``pid`` back into its host queue.
 local function requeue(P, pid, now)
   local lk = P .. ':lease:' .. pid

@@ -7,7 +7,8 @@
 -- in _eligibility.lua; server clock only.
 --
 -- ARGV: P NS pid lease picks default floor ceiling ip_floor margin idle looks lead
---       slip claim ip_ttl n_acks acks... n_ips (host_key ip)... [ip_model]
+--       slip claim ip_ttl n_acks acks... n_ips (host_key ip)...
+--       n_pushes (data priority host_key ip hold cfg)... [ip_model]
 --   pid/lease: this process and how long its heartbeat lasts; picks 0 = heartbeat only
 --   lead: a request eligible within this many seconds is handed out, booked at
 --         its eligible instant (the middleware sleeps until it: the engine's
@@ -20,11 +21,15 @@
 --   acks: request ids this process finished (their leases end)
 --   ips: hosts this process resolved since its last pop (share_ip, ip_ttl s): the
 --        news rides on the pop instead of a round trip of its own
+--   pushes: requests this process queued since its last pop (push_one), applied
+--        before anything is picked, in the same atomic step as the acks: a
+--        callback's new requests are queued when its lease ends, never after
 --   ip_model: 'decoupled' spends the IP by ip_floor (the IP's own interval, as
 --        IPTable.spacing before any evidence); absent or 'coupled': by the host's
--- Returns {'req', data, id, ip, booked, delay, next_in}, {'wait', seconds}, {'empty'},
+-- Returns {'req', data, id, ip, booked, delay, next_in, start}, {'wait', seconds}, {'empty'},
 --   {'claimed', seconds} or {'beat'};
 --   booked: 0 no IP bucket, 1 the IP booked too, 2 IP unknown (host booked only)
+--   start: the booked start on the server's clock (go_late.lua checks it);
 --   next_in: -1 nothing this process should ask for; 'claimed': every queued host
 --   is claimed by other processes, the earliest claim lapses in that many seconds
 --
@@ -61,7 +66,14 @@ local ips_end = at_ips + 2 * tonumber(ARGV[at_ips])
 for i = at_ips + 1, ips_end, 2 do
   share_ip(P, ARGV[i], ARGV[i + 1], ip_ttl, now)
 end
-local decoupled = ARGV[ips_end + 1] == 'decoupled'
+local n_pushes = tonumber(ARGV[ips_end + 1]) or 0
+local pushes_end = ips_end + 1 + 6 * n_pushes
+for i = ips_end + 2, pushes_end, 6 do
+  push_one(P, now, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ip_ttl, ARGV[i + 4],
+           ARGV[i + 5])
+end
+if n_pushes > 0 then redis.call('INCRBY', P .. ':len', n_pushes) end
+local decoupled = ARGV[pushes_end + 1] == 'decoupled'
 
 if picks == 0 then return {'beat'} end
 
@@ -77,9 +89,23 @@ if not mine then
   redis.call('ZADD', served, mine, pid)
 end
 
--- P:ip:<key> (false: nobody resolved it yet), read once per call: the scans
--- below look at the same hosts again.
+-- The head of the index, read ONCE, with its hosts' IPs (P:ip:<key>; false:
+-- nobody resolved it yet) and their buckets' claims in one MGET each: the
+-- scans below look at these rows in memory, so a pop costs a few commands
+-- plus a few per host it examines, not a few per host in the index head.
+local flat = redis.call('ZRANGE', hosts, 0, 4 * looks - 1, 'WITHSCORES')
+local n = #flat / 2
+local rows = {}  -- {host key, its eligible instant; nil once its queue emptied}
 local ips = {}
+if n > 0 then
+  local names = {}
+  for i = 1, n do
+    rows[i] = {flat[2 * i - 1], tonumber(flat[2 * i])}
+    names[i] = P .. ':ip:' .. flat[2 * i - 1]
+  end
+  local got = redis.call('MGET', unpack(names))
+  for i = 1, n do ips[rows[i][1]] = got[i] end
+end
 local function ip_of(key)
   local ip = ips[key]
   if ip == nil then
@@ -93,12 +119,27 @@ local function bucket_of(key)
   return bucket_for(key, ip_of(key))
 end
 
+local claim_of = {}  -- bucket -> "pid until" (false: none), as read or written here
+if grace > 0 and n > 0 then
+  local seen, buckets, names = {}, {}, {}
+  for i = 1, n do
+    local b = bucket_of(rows[i][1])
+    if not seen[b] then
+      seen[b] = true
+      buckets[#buckets + 1] = b
+      names[#names + 1] = claims .. b
+    end
+  end
+  local got = redis.call('MGET', unpack(names))
+  for i = 1, #buckets do claim_of[buckets[i]] = got[i] end
+end
+
 local ahead = {}  -- owner -> served ``take`` or more hand-outs than this process
 local function is_ahead(owner)
   local a = ahead[owner]
   if a == nil then
-    local n = tonumber(redis.call('ZSCORE', served, owner))
-    a = not n or n >= mine + take  -- not live: its claim is nobody's
+    local cnt = tonumber(redis.call('ZSCORE', served, owner))
+    a = not cnt or cnt >= mine + take  -- not live: its claim is nobody's
     ahead[owner] = a
   end
   return a
@@ -108,7 +149,11 @@ end
 -- (or, ``taking``, the claimant's to take over: see the top).
 local function claimed(bucket, taking)
   if grace <= 0 then return nil end
-  local c = redis.call('GET', claims .. bucket)
+  local c = claim_of[bucket]
+  if c == nil then
+    c = redis.call('GET', claims .. bucket)
+    claim_of[bucket] = c
+  end
   if not c then return nil end
   local owner, untl = string.match(c, '(%S+) (%S+)')
   untl = tonumber(untl)
@@ -121,55 +166,74 @@ local function claim(bucket, at)
   if grace <= 0 then return end
   local ms = math.ceil((at + grace - now) * 1000)
   if ms < 1 then ms = 1 end
-  redis.call('SET', claims .. bucket, pid .. ' ' .. fmt(at + grace), 'PX', ms)
+  local value = pid .. ' ' .. fmt(at + grace)
+  redis.call('SET', claims .. bucket, value, 'PX', ms)
+  claim_of[bucket] = value
 end
 
--- The host due first in the index not claimed by another process (nor one to
--- take over), and when
--- (nil, lapse: none; lapse nil when nothing is queued at all). ``bkt``/``bkt_at``:
--- a bucket just booked and its next instant, which its other hosts' index
--- entries (lower bounds) do not know yet: next_in from those would be a pop
--- that finds nothing.
+-- The host due first among the rows (as this call left them) not claimed by
+-- another process (nor one to take over), and when (nil, lapse: none; lapse
+-- nil when nothing is queued at all). ``bkt``/``bkt_at``: a bucket just booked
+-- and its next instant, which its other hosts' index entries (lower bounds) do
+-- not know yet: next_in from those would be a pop that finds nothing.
 local function first_free(bkt, bkt_at)
-  local rows = redis.call('ZRANGE', hosts, 0, 4 * looks - 1, 'WITHSCORES')
   local lapse, best, best_at = nil, nil, nil
-  for i = 1, #rows, 2 do
-    local at = tonumber(rows[i + 1])
-    if best and at >= best_at then break end
-    local b = bucket_of(rows[i])
-    local other = claimed(b, true)
-    if other then
-      if not lapse or other < lapse then lapse = other end
-    else
-      if bkt_at and b == bkt and at < bkt_at then at = bkt_at end
-      if not best or at < best_at then best, best_at = rows[i], at end
+  for i = 1, n do
+    local key, at = rows[i][1], rows[i][2]
+    if at then
+      local b = bucket_of(key)
+      local other = claimed(b, true)
+      if other then
+        if not lapse or other < lapse then lapse = other end
+      else
+        if bkt_at and b == bkt and at < bkt_at then at = bkt_at end
+        if not best or at < best_at then best, best_at = key, at end
+      end
     end
   end
   if best then return best, best_at end
   return nil, lapse
 end
 
-local rank, tries = 0, 0  -- passed over (claimed elsewhere), looked at
-while tries < looks and rank < 4 * looks do
-  local top = redis.call('ZRANGE', hosts, rank, rank, 'WITHSCORES')
-  if #top == 0 then break end
-  tries = tries + 1
-  local key, at = top[1], tonumber(top[2])
-  local q = P .. ':q:' .. key
+local has_cfg = redis.call('EXISTS', P .. ':cfg') == 1  -- POLITENESS_HOSTS overrides queued
+local busy = {}  -- IP bucket -> its next instant, when found beyond the lead in this call
+local tries = 0  -- hosts examined (those claimed elsewhere are passed over)
+for i = 1, n do
+  if tries >= looks then break end
+  local key, at = rows[i][1], rows[i][2]
   local bucket = bucket_of(key)
-  if claimed(bucket, true) then
-    rank, tries = rank + 1, tries - 1  -- another process comes for it: look further
-  elseif at > now + lead then
-    claim(bucket, at)
-    return {'wait', fmt(at - lead - now)}
-  else
-    local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
-    if #head == 0 then
+  if not claimed(bucket, true) then
+    tries = tries + 1
+    -- Rows are in index order; a host re-filed above may now come sooner than
+    -- this one: the end of the script picks the soonest.
+    if at > now + lead then break end
+    local q = P .. ':q:' .. key
+    local held = busy[bucket]
+    local head = nil
+    if not held then head = redis.call('ZRANGE', q, 0, 1, 'WITHSCORES') end  -- and the next?
+    if held then
+      -- Its IP was found busy in this call: re-file it there (a lower bound still),
+      -- most queued first, without reading its host (2 commands, not 5).
+      local cnt = redis.call('ZCARD', q)
+      if cnt == 0 then
+        redis.call('ZREM', hosts, key)
+        if has_cfg then redis.call('HDEL', P .. ':cfg', key) end
+        rows[i][2] = nil
+      else
+        if cnt > 100 then cnt = 100 end
+        local score = held - 1e-5 * cnt
+        if score > at then
+          redis.call('ZADD', hosts, score, key)
+          rows[i][2] = score
+        end
+      end
+    elseif #head == 0 then
       redis.call('ZREM', hosts, key)  -- emptied by a clear: drop the stale entry
-      redis.call('HDEL', P .. ':cfg', key)
+      if has_cfg then redis.call('HDEL', P .. ':cfg', key) end
+      rows[i][2] = nil
     else
       local d, f, c = default, floor, ceiling
-      local cfg = redis.call('HGET', P .. ':cfg', key)
+      local cfg = has_cfg and redis.call('HGET', P .. ':cfg', key)
       if cfg then
         local v = {}
         for x in string.gmatch(cfg, '%S+') do v[#v + 1] = tonumber(x) end
@@ -188,6 +252,8 @@ while tries < looks and rank < 4 * looks do
           ipkey = NS .. ':ip:' .. ip
           ip_next = tonumber(redis.call('GET', ipkey))
           ready = held_until(ready, ip_next, margin)
+          local ip_ready = held_until(now, ip_next, margin)
+          if ip_ready > now + lead then busy[bucket] = ip_ready end
         end
       end
       if ready > now + lead then
@@ -195,14 +261,18 @@ while tries < looks and rank < 4 * looks do
         -- (and a tie goes by name, the same host last each time): the one with
         -- more queued goes first (at most 1 ms sooner, a lower bound still), so
         -- no host is left alone at the end at its own pace while its IP idles.
-        local n = redis.call('ZCARD', q)
-        if n > 100 then n = 100 end
-        redis.call('ZADD', hosts, ready - 1e-5 * n, key)
+        local cnt = redis.call('ZCARD', q)
+        if cnt > 100 then cnt = 100 end
+        local score = ready - 1e-5 * cnt
+        redis.call('ZADD', hosts, score, key)
+        rows[i][2] = score
       else
         local member, score = head[1], head[2]
+        local more = #head > 2
         redis.call('ZREM', q, member)
         local start = ready
         local sent = start + slip  -- spent where the bytes are expected to leave
+        local ip_at = nil  -- the IP's next start, whichever host it is for
         if hkey then  -- book both buckets as reserve.lua does (_eligibility.lua)
           local horizon = spend_host(hkey, sent, interval, crawl_delay, not_before, c, now, idle)
           if ipkey then
@@ -211,22 +281,25 @@ while tries < looks and rank < 4 * looks do
             local nxt = sent + ip_spacing(own, adaptive, f, c, ip_floor)
             spend_ip(ipkey, ip_next, nxt, now, idle)
             if nxt > horizon then horizon = nxt end
+            if ip_next and ip_next > nxt then nxt = ip_next end
+            ip_at = held_until(now, nxt, margin)
           end
           keep_at_least(ns, horizon - now + idle)
         end
-        local ip_at = nil  -- the IP's next start, whichever host it is for
-        if ipkey then ip_at = held_until(now, tonumber(redis.call('GET', ipkey)) or sent, margin) end
-        if redis.call('EXISTS', q) == 1 then
+        if more then
           local next_at = host_ready(now, sent, interval, not_before, margin)
           redis.call('ZADD', hosts, next_at, key)
+          rows[i][2] = next_at
           claim(bucket, next_at)  -- we come back for it (next_in)
         else
           redis.call('ZREM', hosts, key)
-          redis.call('HDEL', P .. ':cfg', key)  -- pushed again: the push writes it again
+          if cfg then redis.call('HDEL', P .. ':cfg', key) end  -- a push writes it again
+          rows[i][2] = nil
           if ip_at then
             claim(bucket, ip_at)
-          else
+          elseif grace > 0 then
             redis.call('DEL', claims .. bucket)
+            claim_of[bucket] = false
           end
         end
         local id = string.sub(member, 1, 16)
@@ -238,14 +311,14 @@ while tries < looks and rank < 4 * looks do
         if ipkey then booked = 1 elseif not ip then booked = 2 end
         -- when to ask next (-1: nothing queued), so the engine's immediate next
         -- pull is answered without a round trip
-        local _, nxt_at = first_free(bucket, ip_at)
+        local nxt_key, nxt_at = first_free(bucket, ip_at)
         local next_in = -1
-        if _ then
+        if nxt_key then
           next_in = nxt_at - lead - now
           if next_in < 0 then next_in = 0 end
         end
         return {'req', string.sub(member, 17), id, ip or '', booked, fmt(start - now),
-                fmt(next_in)}
+                fmt(next_in), fmt(start)}
       end
     end
   end
