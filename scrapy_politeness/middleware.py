@@ -42,6 +42,7 @@ from scrapy_politeness.downloader.periodic import PeriodicTasks
 from scrapy_politeness.downloader.proxies import is_proxied
 from scrapy_politeness.downloader.send_lateness import Dispatch, SendSlip
 from scrapy_politeness.downloader.slot_tickets import Tickets
+from scrapy_politeness.downloader.suspended_hosts import SuspendedHosts
 from scrapy_politeness.downloader.watchdog import Watchdog
 from scrapy_politeness.jobdir.learnt_state import JobState
 from scrapy_politeness.observe.observer import STATS, Observer
@@ -107,9 +108,11 @@ class PolitenessMiddleware:
         self.shared = None if backend is None else SharedSync(
             backend, self.hosts, self.slip, self.stats, on_dead=self._died_elsewhere,
             on_change=self.driver.retime)
+        self.suspended = SuspendedHosts(crawler, settings, self.driver, self.observer)
         self.outcomes = Outcomes(
             self.gate, self.hosts, driver=self.driver, dropped=self.dropped, observer=self.observer,
-            stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after)
+            stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after,
+            suspended=self.suspended)
         self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
         self.tickets = Tickets(crawler, driver=self.driver, outcomes=self.outcomes,
@@ -206,6 +209,7 @@ class PolitenessMiddleware:
         if self.settings.dns_pin and ip is not None:
             self.dns.pin(hostname, ip)
         dispatch.at, dispatch.booked_slip = release.at, booked_slip
+        self.suspended.sent(key, state, release.at)  # a suspended host's probe holds the next
         now = loop.time()
         self.slip.sent(dispatch, now, state)
         waited = release.at - submitted
@@ -237,6 +241,7 @@ class PolitenessMiddleware:
     def _chores(self, now: float) -> None:
         self.tickets.sweep()
         self.watchdog.check(now)
+        self.suspended.tick(now)
 
     def _died_elsewhere(self, key: str) -> None:
         self.dropped.dead(key, f"politeness: host {key} is dead (declared by another crawler)")

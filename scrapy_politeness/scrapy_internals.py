@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["downloader_active", "engine_closing", "engine_in_progress", "missing",
-           "switch_off_autothrottle", "wake_engine", "zero_slot_delay"]
+           "start_requests_left", "switch_off_autothrottle", "wake_engine", "zero_slot_delay"]
 
 
 def _engine(crawler: Any) -> Any:
@@ -65,6 +65,19 @@ def engine_in_progress(crawler: Any) -> set[Any] | None:
     do not cover an exception raised from a downloader middleware)."""
     found = getattr(getattr(_engine(crawler), "_slot", None), "inprogress", None)
     return found if isinstance(found, set) else None
+
+
+def start_requests_left(crawler: Any) -> bool | None:
+    """Whether the spider's start requests are not all taken yet (None: unknown).
+
+    Private: ``engine._start``, the start iterator, None once exhausted (what
+    ``ExecutionEngine.spider_is_idle`` reads). Waits for a public "start
+    requests exhausted" signal.
+    """
+    engine = _engine(crawler)
+    if engine is None or not hasattr(engine, "_start"):
+        return None
+    return engine._start is not None
 
 
 def zero_slot_delay(crawler: Any, request: Any) -> float:
@@ -125,6 +138,8 @@ def missing(crawler: Any) -> list[str]:
         gone.append("engine._slot.closing")
     if not isinstance(getattr(slot, "inprogress", None), set):
         gone.append("engine._slot.inprogress")
+    if not hasattr(engine, "_start"):
+        gone.append("engine._start")
     downloader = getattr(engine, "downloader", None)
     if not isinstance(getattr(downloader, "active", None), set):
         gone.append("engine.downloader.active")

@@ -193,7 +193,7 @@ def test_counts_of_one_are_singular_in_every_line() -> None:
     row = {"host": "a.test", "requests": 1, "alone": 0.0, "scheduler_wait": 0.0, "waited": 0.0,
            "interval": 1.0, "state": "", "backoffs": {}, "crawl_delay": 0.0, "dead": False}
     assert report_text([row]).startswith("  a.test: 1 request waited")
-    one = LOG_FORMAT % ("", 0, 0.0, 0.0, 1, "", 1, 0, "")
+    one = LOG_FORMAT % ("", 0, 0.0, 0.0, 1, "", 1, 0, "", "")
     assert "; 1 host, 1 backing off" in one
 
 

@@ -86,6 +86,9 @@ def warn_missing_internals(crawler: Any) -> list[str]:
         if "engine.downloader.slots" in gone:
             costs.append("a download slot delay cannot be set to 0: keep DOWNLOAD_DELAY = 0, "
                          "AutoThrottle off and no delay in DOWNLOAD_SLOTS")
+        if "engine._start" in gone:
+            costs.append("a crawl left with only suspended hosts waits for their probes "
+                         "instead of closing")
         logger.warning("scrapy-politeness: this Scrapy has no %s; %s (report it with your "
                        "Scrapy version)", ", ".join(gone), "; ".join(costs))
     return gone
