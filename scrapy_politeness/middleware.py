@@ -108,7 +108,7 @@ class PolitenessMiddleware:
         self.shared = None if backend is None else SharedSync(
             backend, self.hosts, self.slip, self.stats, on_dead=self._died_elsewhere,
             on_change=self.driver.retime)
-        self.suspended = SuspendedHosts(crawler, settings, self.driver, self.observer)
+        self.suspended = SuspendedHosts(crawler, settings, self.driver, self.observer, self.shared)
         self.outcomes = Outcomes(
             self.gate, self.hosts, driver=self.driver, dropped=self.dropped, observer=self.observer,
             stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after,

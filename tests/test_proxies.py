@@ -116,3 +116,4 @@ def _assert_target_untouched(result: Any) -> None:
     assert not [k for k in stats if k.startswith("politeness/backoff/")], stats
     assert result.stat("politeness/dead_hosts") == 0
     assert result.stat("politeness/dropped/dead") == 0
+    assert result.stat("politeness/suspended") == 0

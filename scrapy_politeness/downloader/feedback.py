@@ -66,14 +66,16 @@ class Outcomes:
         self.gate.ips.feedback(dispatch.ip, key, status, retry_after or 0.0, explained)
         adaptive, not_before = state.adaptive, state.not_before
         outcome = self.hosts.feedback(key, signal, now)
+        if self.suspended is not None:  # POLITENESS_ON_CEILING = "suspend": never dead
+            hold = self.suspended.fed_back(key, state, outcome, dispatch.at, now)
+            if hold > honoured:  # other processes hold the host too: a shared pause
+                signal = Signal(status, hold, latency, signal.prev_latency)
         if self.shared is not None:
             self.shared.feedback(dispatch, signal)
         self.observer.fed_back(now, key, state, outcome, backoff_cause_of(status, outcome),
                                ip=dispatch.ip, status=status, retry_after=retry_after,
                                latency=latency)
-        if self.suspended is not None:  # POLITENESS_ON_CEILING = "suspend": never dead
-            self.suspended.fed_back(key, state, outcome, dispatch.at, now)
-        elif outcome.became_dead:
+        if self.suspended is None and outcome.became_dead:
             self.dropped.died_here(now, key, state, outcome.after)
         if state.adaptive != adaptive or state.not_before != not_before:
             self.driver.retime(key)  # its instants moved (re-timing costs a heap entry a response)

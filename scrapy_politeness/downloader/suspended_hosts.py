@@ -27,23 +27,26 @@ from scrapy_politeness.scrapy_internals import engine_in_progress, start_request
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
+    from scrapy_politeness.distributed.sync import SharedSync
     from scrapy_politeness.downloader.gate_driver import GateDriver
     from scrapy_politeness.observe.observer import Observer
     from scrapy_politeness.policy import HostState, Outcome
     from scrapy_politeness.settings import PolitenessSettings
 
-__all__ = ["CLOSE_REASON", "SuspendedHosts"]
+__all__ = ["CLOSE_REASON", "NEVER", "SuspendedHosts"]
 
 logger = logging.getLogger(__name__)
 
 CLOSE_REASON = "politeness_suspended_hosts"
+NEVER = 2**31 - 1
+"""The shared backend's ``dead_after`` when hosts are suspended: it never declares one dead."""
 
 
 class SuspendedHosts:
     """The breaker of one crawler, its stats, and the close when only it holds the crawl."""
 
     def __init__(self, crawler: Crawler, settings: PolitenessSettings, driver: GateDriver,
-                 observer: Observer) -> None:
+                 observer: Observer, shared: SharedSync | None = None) -> None:
         self.crawler = crawler
         self.enabled = settings.on_ceiling == "suspend"
         self.wait = settings.wait_for_suspended
@@ -55,14 +58,17 @@ class SuspendedHosts:
         self.stats = crawler.stats
         self._idle_ticks = 0
         self._closing = False
+        if shared is not None and self.enabled:
+            shared.dead_after = NEVER  # a suspension is shared as a pause instead
 
     def fed_back(self, key: str, state: HostState, outcome: Outcome, sent_at: float,
-                 now: float) -> None:
-        """Fold one outcome of ``key`` (sent at ``sent_at``) into its breaker."""
+                 now: float) -> float:
+        """Fold one outcome of ``key`` (sent at ``sent_at``) into its breaker; the
+        seconds it was just suspended for (0: none), a pause to share."""
         verdict = self.breaker.judge(key, state, tripped=outcome.became_dead, sent_at=sent_at,
                                      failed=outcome.backed_off, now=now)
         if verdict is Verdict.NONE:
-            return
+            return 0.0
         s = self.breaker.get(key)
         if verdict is Verdict.SUSPENDED:
             assert s is not None
@@ -81,6 +87,7 @@ class SuspendedHosts:
                         key, state.interval())
         self.stats.set_value(STATS + "suspended_now", len(self.breaker))
         self.driver.retime(key)
+        return s.until - now if s is not None else 0.0
 
     def sent(self, key: str, state: HostState, at: float) -> None:
         """A request of ``key`` went out at ``at`` (O(1); nothing when none is suspended)."""
