@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def test_a_host_answering_503_for_20s_loses_no_page(farm_factory: Any) -> None:
     # While suspended nothing but the probes went out: after the trip, the failed
     # requests are one cool-down (or more) apart.
     failed = [a.t for a in flaky if a.status == 503]
-    gaps = [b - a for a, b in zip(failed, failed[1:], strict=False)]
+    gaps = [b - a for a, b in pairwise(failed)]
     ramp = next(i for i, g in enumerate(gaps) if g >= COOLDOWN - TOL)
     assert ramp <= 3, gaps  # 0.5 -> 1 -> 2 s (the ceiling), then the trip
     assert all(g >= COOLDOWN - TOL for g in gaps[ramp:]), gaps
@@ -104,7 +105,7 @@ def test_a_host_refusing_connections_for_20s_loses_no_page(farm_factory: Any,
     failed = [x["t"] for x in lines if x.get("type") == "feedback"
               and x.get("host") == "flaky.farm.test" and x.get("status") == 0]
     assert failed, "no refused connection seen"
-    gaps = [b - a for a, b in zip(failed, failed[1:], strict=False)]
+    gaps = [b - a for a, b in pairwise(failed)]
     ramp = next(i for i, g in enumerate(gaps) if g >= COOLDOWN - TOL)
     assert ramp <= 3, gaps
     assert all(g >= COOLDOWN - TOL for g in gaps[ramp:]), gaps
