@@ -96,6 +96,19 @@ def test_a_retry_after_on_the_healthy_probe_is_kept() -> None:
     assert state.not_before == pytest.approx(40.1)
 
 
+def test_a_healthy_answer_at_the_ceiling_suspends_nothing() -> None:
+    """The table counts outcomes at the ceiling, healthy ones too (a host restored
+    from JOBDIR at its ceiling, its next answer healthy but its interval held
+    there by the recovery): nothing failed, so nothing is suspended."""
+    table, breaker = HostTable(CONFIG, dead_after=1), Breaker()
+    state = table.get("h")
+    state.dead = True  # as the table marks it on reaching the streak
+    verdict = breaker.judge("h", state, tripped=True, sent_at=4.9, failed=False, now=5.0)
+    assert verdict is Verdict.NONE
+    assert "h" not in breaker
+    assert not state.dead
+
+
 @pytest.mark.parametrize("bad", [0.0, -1.0])
 def test_bad_breaker_values_are_refused(bad: float) -> None:
     with pytest.raises(ValueError, match="cooldown"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -126,3 +127,28 @@ def test_a_host_that_never_comes_back_does_not_hold_the_crawl_open(
     assert finished - last_ok < 3.0
     assert result.stat("politeness/dropped/suspended") >= 1
     assert "only suspended hosts have requests left: flaky.farm.test" in result.log
+
+
+def test_with_jobdir_the_suspended_hosts_requests_wait_for_the_next_run(
+        farm_factory: Any, tmp_path: Path) -> None:
+    """The crawl closes with the flaky host suspended: its requests stay in the
+    JOBDIR queue, and the resumed run (no start URLs of its own) fetches them."""
+    spec = _spec({"outage": {"after": 0.0, "for": 7.0, "mode": "503"}}, ok_pages=8)
+    farm = farm_factory(spec)
+    settings = farm_settings(farm, **{**SETTINGS, "POLITENESS_CEILING": 1.0,
+                                      "JOBDIR": str(tmp_path / "job")})
+    urls = [farm.url(h, f"/p/{n}") for h, host in spec["hosts"].items()
+            for n in range(host["pages"])]
+    first = run_crawl(urls, settings, follow=False)
+    assert first.stat("finish_reason") == "politeness_suspended_hosts", first.log[-3000:]
+    assert first.stat("politeness/dropped/suspended") == 0
+    assert "they stay in JOBDIR for the next run" in first.log
+    before = {a.path for a in farm.arrivals() if a.host == "flaky.farm.test" and a.status == 200}
+    assert len(before) < FLAKY_PAGES
+    start = min(a.wall for a in farm.arrivals())
+    time.sleep(max(0.0, start + 7.5 - time.time()))  # the outage (7 s from the first request) is over
+    second = run_crawl([], settings, follow=False)
+    assert second.stat("finish_reason") == "finished", second.log[-3000:]
+    fetched = {a.path for a in farm.arrivals() if a.host == "flaky.farm.test" and a.status == 200}
+    assert fetched == {f"/p/{n}" for n in range(FLAKY_PAGES)}
+    _no_violations(sorted(farm.arrivals(), key=lambda a: a.t))

@@ -101,7 +101,7 @@ class Breaker:
         """
         s = self._open.get(key)
         if s is None:
-            if not tripped:
+            if not (tripped and failed):  # a healthy answer at the ceiling suspends nothing
                 return Verdict.NONE
             self._open[key] = Suspension(now + min(cooldown, self.max_cooldown),
                                          min(cooldown, self.max_cooldown))
