@@ -146,7 +146,7 @@ def test_with_jobdir_the_suspended_hosts_requests_wait_for_the_next_run(
     before = {a.path for a in farm.arrivals() if a.host == "flaky.farm.test" and a.status == 200}
     assert len(before) < FLAKY_PAGES
     start = min(a.wall for a in farm.arrivals())
-    time.sleep(max(0.0, start + 7.5 - time.time()))  # the outage (7 s from the first request) is over
+    time.sleep(max(0.0, start + 7.5 - time.time()))  # the 7 s outage is over
     second = run_crawl([], settings, follow=False)
     assert second.stat("finish_reason") == "finished", second.log[-3000:]
     fetched = {a.path for a in farm.arrivals() if a.host == "flaky.farm.test" and a.status == 200}
