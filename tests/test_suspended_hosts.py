@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+import uuid
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -152,3 +153,33 @@ def test_with_jobdir_the_suspended_hosts_requests_wait_for_the_next_run(
     fetched = {a.path for a in farm.arrivals() if a.host == "flaky.farm.test" and a.status == 200}
     assert fetched == {f"/p/{n}" for n in range(FLAKY_PAGES)}
     _no_violations(sorted(farm.arrivals(), key=lambda a: a.t))
+
+
+def test_two_processes_on_redis_agree_on_a_suspension(farm_factory: Any,
+                                                      redis_server: Any) -> None:
+    """The suspension rides the host's shared pause: the other process holds the
+    host's requests too, and no process declares it dead."""
+    from test_multiprocess import crawl_together
+
+    spec = _spec({"outage": {"after": 3.0, "for": 20.0, "mode": "503"}})
+    farm = farm_factory(spec)
+    lists: list[list[str]] = [[], []]
+    for h, host in spec["hosts"].items():
+        for n in range(host["pages"]):
+            lists[n % 2].append(farm.url(h, f"/p/{n}"))
+    settings = farm_settings(farm, **SETTINGS, POLITENESS_BACKEND=redis_server.url,
+                             POLITENESS_NAMESPACE=f"susp:{uuid.uuid4().hex[:8]}")
+    results = crawl_together(lists, settings)
+    arrivals = sorted(farm.arrivals(), key=lambda a: a.t)
+    flaky = [a for a in arrivals if a.host == "flaky.farm.test"]
+    assert {a.path for a in flaky if a.status == 200} == {f"/p/{n}" for n in range(FLAKY_PAGES)}
+    _no_violations(arrivals)
+    failed = [a.t for a in flaky if a.status == 503]
+    gaps = [b - a for a, b in pairwise(failed)]
+    print("\nfailed gaps across both processes:", [round(g, 2) for g in gaps])
+    for r in results:
+        assert r.stat("politeness/dead_hosts") == 0
+    assert sum(r.stat("politeness/suspended") for r in results) >= 1
+    ramp = next(i for i, g in enumerate(gaps) if g >= COOLDOWN - TOL)
+    assert ramp <= 3, gaps
+    assert all(g >= COOLDOWN - TOL for g in gaps[ramp:]), gaps
