@@ -165,3 +165,4 @@ def test_an_outage_costs_no_request_and_sends_nothing_while_suspended() -> None:
     probes = [t for t in starts if any(abs(t - u) < 1e-9 for _, u in suspended_windows)]
     assert len(probes) == len(suspended_windows)
     assert not table.get("h").dead
+
