@@ -206,3 +206,13 @@ def test_dead_host_warning_counts_fetches_in_english(
     with caplog.at_level(logging.WARNING, logger="scrapy_politeness"):
         mw.observer.died(0.0, "a.test", state, 60.0, "politeness: host a.test is dead")
     assert said in caplog.text
+
+
+def test_the_live_line_counts_suspended_and_probed_hosts(
+        caplog: pytest.LogCaptureFixture) -> None:
+    log = logging.getLogger("test.politeness")
+    with caplog.at_level(logging.INFO, logger="test.politeness"):
+        snapshot(HostTable(Config()), PeriodWaits(), "0 waiting in the gate",
+                 suspended=(2, 1)).log(log)
+    (record,) = caplog.records
+    assert record.getMessage().endswith("0 hosts, 0 backing off, 0 dead, 2 suspended (1 probed)")
