@@ -305,7 +305,8 @@ def dead_host(quick: bool) -> Scenario:
                     "(dead after its first 503: POLITENESS_BACKOFF 200, POLITENESS_DEAD_AFTER 1)",
                     {"ips": ["127.0.0.2", "127.0.0.3"], "hosts": hosts}, urls,
                     interval=0.5, ip_floor=0.25, configs=("plugin",),
-                    extra={"POLITENESS_BACKOFF": 200.0, "POLITENESS_DEAD_AFTER": 1})
+                    extra={"POLITENESS_BACKOFF": 200.0, "POLITENESS_DEAD_AFTER": 1,
+                           "POLITENESS_ON_CEILING": "dead"})
 
 
 # "plugin-bracket": the bracket search without the round-pace prior, the plugin's

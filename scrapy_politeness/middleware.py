@@ -42,6 +42,7 @@ from scrapy_politeness.downloader.periodic import PeriodicTasks
 from scrapy_politeness.downloader.send_lateness import SendSlip
 from scrapy_politeness.downloader.signal_hub import SignalHub
 from scrapy_politeness.downloader.slot_tickets import Tickets
+from scrapy_politeness.downloader.suspended_hosts import SuspendedHosts
 from scrapy_politeness.downloader.watchdog import Watchdog
 from scrapy_politeness.jobdir.learnt_state import JobState
 from scrapy_politeness.observe.observer import STATS, Observer
@@ -109,9 +110,11 @@ class PolitenessMiddleware:
         self.shared = None if backend is None else SharedSync(
             backend, self.hosts, self.slip, self.stats, on_dead=self._died_elsewhere,
             on_change=self.driver.retime)
+        self.suspended = SuspendedHosts(crawler, settings, self.driver, self.observer, self.shared)
         self.outcomes = Outcomes(
             self.gate, self.hosts, driver=self.driver, dropped=self.dropped, observer=self.observer,
-            stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after)
+            stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after,
+            suspended=self.suspended)
         self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
         # The crawl's own loop lag, measured while any download holds a slot.
@@ -122,7 +125,8 @@ class PolitenessMiddleware:
         self._dispatched = self.tickets.held  # request -> its dispatch, until its slot is freed
         self.sender = Sender(
             hosts=self.hosts, ips=self.ips, slip=self.slip, shared=self.shared, dns=self.dns,
-            dns_pin=settings.dns_pin, dropped=self.dropped, observer=self.observer,
+            dns_pin=settings.dns_pin, dropped=self.dropped, suspended=self.suspended,
+            observer=self.observer,
             loop_lag=self.loop_lag, held=self._dispatched, stats=self.stats,
             margin=settings.send_margin)
         self.watchdog = Watchdog(self.gate, self.driver, self.hosts, self.stats,
@@ -218,6 +222,7 @@ class PolitenessMiddleware:
     def _chores(self, now: float) -> None:
         self.tickets.sweep()
         self.watchdog.check(now)
+        self.suspended.tick(now)
 
     def _died_elsewhere(self, key: str) -> None:
         self.dropped.dead(key, f"politeness: host {key} is dead (declared by another crawler)")

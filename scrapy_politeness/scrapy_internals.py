@@ -14,8 +14,13 @@ import hashlib
 import sys
 from typing import Any
 
-__all__ = ["downloader_active", "engine_closing", "engine_in_progress", "exception_leaving",
-           "missing", "path_safe", "switch_off_autothrottle", "wake_engine", "zero_slot_delay"]
+__all__ = ["START_REQUESTS", "downloader_active", "engine_closing", "engine_in_progress",
+           "exception_leaving", "missing", "path_safe", "start_requests_left",
+           "switch_off_autothrottle", "wake_engine", "zero_slot_delay"]
+
+START_REQUESTS = "engine._start"
+"""How :func:`missing` names the engine's start-request iterator, which
+:func:`start_requests_left` reads."""
 
 
 def _engine(crawler: Any) -> Any:
@@ -67,6 +72,19 @@ def engine_in_progress(crawler: Any) -> set[Any] | None:
     do not cover an exception raised from a downloader middleware)."""
     found = getattr(getattr(_engine(crawler), "_slot", None), "inprogress", None)
     return found if isinstance(found, set) else None
+
+
+def start_requests_left(crawler: Any) -> bool | None:
+    """Whether the spider's start requests are not all taken yet (None: unknown).
+
+    Private: ``engine._start``, the start iterator, None once exhausted (what
+    ``ExecutionEngine.spider_is_idle`` reads). Waits for a public "start
+    requests exhausted" signal.
+    """
+    engine = _engine(crawler)
+    if engine is None or not hasattr(engine, "_start"):
+        return None
+    return engine._start is not None
 
 
 def zero_slot_delay(crawler: Any, request: Any) -> float:
@@ -163,6 +181,8 @@ def missing(crawler: Any) -> list[str]:
         gone.append("engine._slot.closing")
     if not isinstance(getattr(slot, "inprogress", None), set):
         gone.append("engine._slot.inprogress")
+    if not hasattr(engine, "_start"):
+        gone.append(START_REQUESTS)
     downloader = getattr(engine, "downloader", None)
     if not isinstance(getattr(downloader, "active", None), set):
         gone.append("engine.downloader.active")

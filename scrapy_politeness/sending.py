@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
     from scrapy_politeness.downloader.loop_lag import LoopMonitor
     from scrapy_politeness.downloader.send_lateness import SendSlip
+    from scrapy_politeness.downloader.suspended_hosts import SuspendedHosts
     from scrapy_politeness.observe.observer import Observer
     from scrapy_politeness.policy import HostTable, IPTable, Release
 
@@ -49,7 +50,8 @@ class Sender:
 
     def __init__(self, *, hosts: HostTable, ips: IPTable, slip: SendSlip,
                  shared: SharedSync | None, dns: DnsCache, dns_pin: bool,
-                 dropped: DroppedHosts, observer: Observer, loop_lag: LoopMonitor,
+                 dropped: DroppedHosts, suspended: SuspendedHosts, observer: Observer,
+                 loop_lag: LoopMonitor,
                  held: dict[Request, Dispatch], stats: StatsCollector, margin: float) -> None:
         self.hosts = hosts
         self.ips = ips
@@ -58,6 +60,7 @@ class Sender:
         self.dns = dns
         self.dns_pin = dns_pin
         self.dropped = dropped
+        self.suspended = suspended
         self.observer = observer
         self.loop_lag = loop_lag
         self.held = held  # the slot tickets: request -> its dispatch
@@ -101,6 +104,7 @@ class Sender:
         elif resumed is not None:
             self.slip.spend_at_send(release, resumed)
         dispatch.at, dispatch.booked_slip = release.at, booked_slip
+        self.suspended.sent(key, state, release.at)  # a suspended host's probe holds the next
         now = loop.time()
         self.loop_lag.wake()
         dispatch.busy = self.loop_lag.busy(now)

@@ -48,6 +48,10 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_LATENCY_MIN_RISE": 0.05,
     "POLITENESS_RECOVERY": "fast",
     "POLITENESS_DEAD_AFTER": 5,
+    "POLITENESS_ON_CEILING": "suspend",
+    "POLITENESS_SUSPEND_COOLDOWN": None,
+    "POLITENESS_SUSPEND_MAX_COOLDOWN": 3600.0,
+    "POLITENESS_WAIT_FOR_SUSPENDED": False,
     "POLITENESS_MAX_CRAWL_DELAY": 60.0,
     "POLITENESS_CRAWL_DELAY_OVER_MAX": "skip",
     "POLITENESS_MAX_RETRY_AFTER": 600.0,
@@ -79,6 +83,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _OVER_MAX = ("skip", "cap", "honour")
+_ON_CEILING = ("suspend", "dead")
 _GROUPING = ("host", "domain")
 _ON_LOSS = ("hold", "local")
 
@@ -140,6 +145,10 @@ class PolitenessSettings:
     robots_prefetch: bool = True
     gc_freeze: bool = False
     ip_model: str = "decoupled"
+    on_ceiling: str = "suspend"
+    suspend_cooldown: float | None = None
+    suspend_max_cooldown: float = DEFAULTS["POLITENESS_SUSPEND_MAX_COOLDOWN"]
+    wait_for_suspended: bool = False
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:
@@ -227,6 +236,14 @@ class PolitenessSettings:
                                     raw("POLITENESS_ROBOTS_PREFETCH")),
             gc_freeze=boolean("POLITENESS_GC_FREEZE", raw("POLITENESS_GC_FREEZE")),
             ip_model=choice("POLITENESS_IP_MODEL", raw("POLITENESS_IP_MODEL"), IP_MODELS),
+            on_ceiling=choice("POLITENESS_ON_CEILING", raw("POLITENESS_ON_CEILING"), _ON_CEILING),
+            suspend_cooldown=number("POLITENESS_SUSPEND_COOLDOWN",
+                                    settings.get("POLITENESS_SUSPEND_COOLDOWN", None),
+                                    minimum=0.001, allow_none=True),
+            suspend_max_cooldown=number("POLITENESS_SUSPEND_MAX_COOLDOWN",
+                                        raw("POLITENESS_SUSPEND_MAX_COOLDOWN"), minimum=0.001),
+            wait_for_suspended=boolean("POLITENESS_WAIT_FOR_SUSPENDED",
+                                       raw("POLITENESS_WAIT_FOR_SUSPENDED")),
         )
 
     def config_for(self, key: str) -> Config:

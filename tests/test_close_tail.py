@@ -37,7 +37,8 @@ def _crawl(farm_factory: Any, other: dict[str, Any], **settings: Any) -> tuple[A
 def test_a_dead_host_adds_no_tail_with_the_default_ceiling(farm_factory: Any) -> None:
     """Its first 503 sends it to the default 60 s ceiling, and dead there."""
     result, arrivals = _crawl(farm_factory, {"kind": "always_503"},
-                              POLITENESS_BACKOFF=200.0, POLITENESS_DEAD_AFTER=1)
+                              POLITENESS_BACKOFF=200.0, POLITENESS_DEAD_AFTER=1,
+                              POLITENESS_ON_CEILING="dead")
     assert result.stat("finish_reason") == "finished", result.log[-3000:]
     assert result.stat("politeness/dead_hosts") == 1
     assert [a.host for a in arrivals].count("other.farm.test") == 1

@@ -96,7 +96,8 @@ def test_dead_host(farm_factory: Any, redis_server: RedisServer) -> None:
     dead = {"broken.farm.test": {"ip": "127.0.0.2", "kind": "always_503", "pages": 8}}
     farm = farm_factory({"ips": ["127.0.0.2", "127.0.0.3"], "hosts": {**HEALTHY, **dead}})
     _crawl_and_again(farm, redis_server, _urls(farm, {**HEALTHY, **dead}),
-                     POLITENESS_CEILING=0.4, POLITENESS_DEAD_AFTER=1, RETRY_ENABLED=False)
+                     POLITENESS_CEILING=0.4, POLITENESS_DEAD_AFTER=1, RETRY_ENABLED=False,
+                     POLITENESS_ON_CEILING="dead")
 
 
 def test_parked_host(farm_factory: Any, redis_server: RedisServer) -> None:

@@ -133,7 +133,7 @@ def test_dead_host_is_dropped_early(farm_factory: Any) -> None:
     urls = [farm.url("broken.farm.test", f"/p/{i}") for i in range(10)]
     result = run_crawl(urls, farm_settings(
         farm, POLITENESS_DEFAULT=0.2, POLITENESS_FLOOR=0.1, POLITENESS_CEILING=0.8,
-        POLITENESS_DEAD_AFTER=2), follow=False)
+        POLITENESS_DEAD_AFTER=2, POLITENESS_ON_CEILING="dead"), follow=False)
     arrivals = farm.arrivals()
     # 0.2 -> 0.4 -> 0.8 (ceiling, streak 1) -> 0.8 (streak 2: dead). Without the
     # plugin the 10 URLs with 2 retries each would hit the server 30 times.

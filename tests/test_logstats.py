@@ -193,7 +193,7 @@ def test_counts_of_one_are_singular_in_every_line() -> None:
     row = {"host": "a.test", "requests": 1, "alone": 0.0, "scheduler_wait": 0.0, "waited": 0.0,
            "interval": 1.0, "state": "", "backoffs": {}, "crawl_delay": 0.0, "dead": False}
     assert report_text([row]).startswith("  a.test: 1 request waited")
-    one = LOG_FORMAT % ("", 0, 0.0, 0.0, 1, "", 1, 0, "")
+    one = LOG_FORMAT % ("", 0, 0.0, 0.0, 1, "", 1, 0, "", "")
     assert "; 1 host, 1 backing off" in one
 
 
@@ -206,3 +206,13 @@ def test_dead_host_warning_counts_fetches_in_english(
     with caplog.at_level(logging.WARNING, logger="scrapy_politeness"):
         mw.observer.died(0.0, "a.test", state, 60.0, "politeness: host a.test is dead")
     assert said in caplog.text
+
+
+def test_the_live_line_counts_suspended_and_probed_hosts(
+        caplog: pytest.LogCaptureFixture) -> None:
+    log = logging.getLogger("test.politeness")
+    with caplog.at_level(logging.INFO, logger="test.politeness"):
+        snapshot(HostTable(Config()), PeriodWaits(), "0 waiting in the gate",
+                 suspended=(2, 1)).log(log)
+    (record,) = caplog.records
+    assert record.getMessage().endswith("0 hosts, 0 backing off, 0 dead, 2 suspended (1 probed)")

@@ -117,6 +117,7 @@ def _assert_target_untouched(result: Any) -> None:
     assert not [k for k in stats if k.startswith("politeness/backoff/")], stats
     assert result.stat("politeness/dead_hosts") == 0
     assert result.stat("politeness/dropped/dead") == 0
+    assert result.stat("politeness/suspended") == 0
 
 
 DOWN = "127.0.0.61"  # nothing listens there: the proxy's connection is refused
@@ -126,7 +127,7 @@ def test_an_https_site_down_behind_the_proxy_is_backed_off_like_a_direct_one(
         farm_factory: Any) -> None:
     """tinyproxy answers the CONNECT to a site that refuses with "500 Unable to
     connect"; while it relays the other sites' answers, that is the site's
-    outcome: backed off, then declared dead, as a direct refused site is."""
+    outcome: backed off, then suspended, as a direct refused site is."""
     spec = _spec(resolvable=True)
     farm = farm_factory(spec)
     names = {h: raw["ip"] for h, raw in spec["hosts"].items()}
@@ -141,8 +142,8 @@ def test_an_https_site_down_behind_the_proxy_is_backed_off_like_a_direct_one(
     assert len(farm.arrivals()) == len(urls), result.log[-3000:]
     assert result.stat("politeness/proxy/site_unreachable") >= 1, result.log[-6000:]
     assert result.stat("politeness/backoff/transport") >= 1
-    assert result.stat("politeness/dead_hosts") == 1
-    assert re.search(r"Host down\.corp\.test declared dead", result.log)
+    assert result.stat("politeness/suspended") == 1
+    assert re.search(r"Host down\.corp\.test suspended", result.log)
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])

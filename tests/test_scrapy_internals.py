@@ -21,6 +21,7 @@ from scrapy_politeness.scrapy_internals import (
     exception_leaving,
     missing,
     path_safe,
+    start_requests_left,
     wake_engine,
 )
 from scrapy_politeness.startup import warn_missing_internals
@@ -72,7 +73,7 @@ def test_a_renamed_attribute_is_named_in_one_warning(caplog: pytest.LogCaptureFi
     with caplog.at_level(logging.WARNING):
         gone = warn_missing_internals(crawler)
     assert gone == ["engine._slot.nextcall", "engine._slot.closing", "engine._slot.inprogress",
-                    "engine.downloader.active", "engine.downloader.slots"]
+                    "engine._start", "engine.downloader.active", "engine.downloader.slots"]
     assert len(caplog.records) == 1
     assert "engine._slot.nextcall" in caplog.records[0].getMessage()
     assert "a download slot delay cannot be set to 0" in caplog.records[0].getMessage()
@@ -84,6 +85,7 @@ def test_without_the_attributes_each_use_falls_back_to_scrapys_own_behaviour() -
     assert engine_closing(crawler) is False
     assert downloader_active(crawler) is None
     assert engine_in_progress(crawler) is None
+    assert start_requests_left(crawler) is None
     assert missing(SimpleNamespace()) == []  # no engine yet: nothing to judge
 
 
@@ -92,8 +94,10 @@ def test_with_the_attributes_they_are_used() -> None:
     slot = SimpleNamespace(nextcall=SimpleNamespace(schedule=lambda: woken.append(True)),
                            closing=object(), inprogress={object()})
     active: set[object] = {object()}
-    engine = SimpleNamespace(_slot=slot, downloader=SimpleNamespace(active=active, slots={}))
+    engine = SimpleNamespace(_slot=slot, downloader=SimpleNamespace(active=active, slots={}),
+                             _start=None)
     crawler = SimpleNamespace(engine=engine, _engine=engine)
+    assert start_requests_left(crawler) is False
     wake_engine(crawler)
     assert woken == [True]
     assert engine_closing(crawler) is True

@@ -234,3 +234,20 @@ def test_recovery_setting_and_per_host_override() -> None:
     assert s.config_for("api.example").recovery == "fast"
     assert s.config_for("api.example").floor == 0.5
     assert load(POLITENESS_HOSTS={"a.com": {"floor": 0.5}}).config_for("a.com").recovery == "fast"
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("POLITENESS_ON_CEILING", "drop", "POLITENESS_ON_CEILING must be one of"),
+    ("POLITENESS_SUSPEND_COOLDOWN", 0, "POLITENESS_SUSPEND_COOLDOWN must be >= 0.001, got 0"),
+    ("POLITENESS_SUSPEND_MAX_COOLDOWN", "soon", "POLITENESS_SUSPEND_MAX_COOLDOWN must be a number"),
+    ("POLITENESS_WAIT_FOR_SUSPENDED", "maybe", "POLITENESS_WAIT_FOR_SUSPENDED must be True or"),
+])
+def test_bad_suspension_settings_name_the_setting(name: str, value: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        PolitenessSettings.from_settings({name: value})
+
+
+def test_suspension_settings_defaults() -> None:
+    s = PolitenessSettings.from_settings({})
+    assert (s.on_ceiling, s.suspend_cooldown, s.suspend_max_cooldown, s.wait_for_suspended) == (
+        "suspend", None, 3600.0, False)

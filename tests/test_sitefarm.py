@@ -461,3 +461,16 @@ def test_violations() -> None:
     assert violations(times, required=1.5, tolerance=0.15) == [(4.5, 4.6)]
     assert violations([4.6, 0.0, 4.5], required=1.0, tolerance=0.0) == [(4.5, 4.6)]
     assert violations([1.0], required=1.0, tolerance=0.0) == []
+
+
+def test_the_farms_outage_window_counts_from_its_first_request() -> None:
+    """The farm's ``outage`` (used by tests/test_suspended_hosts.py)."""
+    spec = parse_spec({"ips": ["127.0.0.2"], "hosts": {"h.test": {
+        "ip": "127.0.0.2", "outage": {"after": 3, "for": 20, "mode": "refuse"}}}})
+    host = spec.hosts["h.test"]
+    assert host.down(105.0, None) is None  # no request yet
+    assert [host.down(t, 100.0) for t in (102.9, 103.0, 122.9, 123.0)] == [
+        None, "refuse", "refuse", None]
+    with pytest.raises(SpecError, match="outage"):
+        parse_spec({"ips": ["127.0.0.2"], "hosts": {"h.test": {
+            "ip": "127.0.0.2", "outage": {"after": 3, "for": 20, "mode": "flaky"}}}})

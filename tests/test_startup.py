@@ -65,7 +65,7 @@ def test_start_line_says_what_the_plugin_will_do(caplog: pytest.LogCaptureFixtur
     assert line in caplog.text
     assert line == ("scrapy-politeness on: per host start 1s, floor 0.3s, ceiling 60s, "
                     "1 host override; per IP floor 0.25s; grouping host; backend memory; "
-                    "queue PolitenessAwarePriorityQueue; dead after 5 fetches at the ceiling; "
+                    "queue PolitenessAwarePriorityQueue; suspended after 5 fetches at the ceiling; "
                     "live line every 10s; POLITENESS_FLOOR, POLITENESS_HOSTS from project")
 
 
@@ -168,7 +168,7 @@ def test_start_line_says_one_fetch_not_one_fetches() -> None:
     settings = Settings()
     settings.set("POLITENESS_DEAD_AFTER", 1, priority="project")
     line = start_line(PolitenessSettings.from_settings(settings), settings)
-    assert "; dead after 1 fetch at the ceiling;" in line
+    assert "; suspended after 1 fetch at the ceiling;" in line
 
 
 def test_a_failed_start_prints_nothing_after_its_error_line() -> None:

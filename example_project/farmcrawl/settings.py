@@ -24,7 +24,7 @@ POLITENESS_DEFAULT = 0.5  # starting interval for a host never seen before
 POLITENESS_FLOOR = 0.3  # never closer than this, however fast the host answers
 POLITENESS_CEILING = 4.0  # backoff (429 / 5xx / errors) widens up to this
 POLITENESS_IP_FLOOR = 0.3  # minimum spacing per server IP, across all its hosts
-POLITENESS_DEAD_AFTER = 2  # fetches at the ceiling before a host is dropped as dead
+POLITENESS_DEAD_AFTER = 2  # fetches at the ceiling before a host is suspended (probed later)
 POLITENESS_MAX_RETRY_AFTER = 30  # a longer Retry-After parks the host instead
 
 # Name servers the plugin resolves host names with ("ip" or "ip:port").

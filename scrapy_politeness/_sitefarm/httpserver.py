@@ -101,6 +101,11 @@ class HttpConnection(asyncio.Protocol):
             except Exception:  # a handler bug must not kill the connection silently
                 traceback.print_exc(file=sys.stderr)
                 resp = Response(500, b"internal error\n")
+            if resp.status == 0:  # the host is down: reset the connection, answer nothing
+                if self._transport is not None:
+                    self._transport.abort()
+                self._queue.clear()
+                return
             keep_alive = item.keep_alive
             self._send(resp, keep_alive, item.method == "HEAD")
             if not keep_alive:

@@ -13,7 +13,8 @@ import random
 import signal
 import sys
 import threading
-from typing import TextIO
+from collections.abc import Callable, Coroutine
+from typing import Any, TextIO
 
 from scrapy_politeness._sitefarm.control import ControlHandler
 from scrapy_politeness._sitefarm.dnsserver import start_dns
@@ -24,6 +25,7 @@ from scrapy_politeness._sitefarm.state import FarmState
 
 PORT_RANGE = (20000, 60000)
 PORT_ATTEMPTS = 200
+_TASKS: set[asyncio.Task[None]] = set()  # the listeners being reopened (kept from the GC)
 
 
 async def _listen(handler: Handler, ip: str, port: int) -> asyncio.Server:
@@ -53,6 +55,29 @@ async def bind_http(
     raise OSError(f"could not bind HTTP port {port or 'any'} on {list(ips)}: {last_error}")
 
 
+def _schedule_refusals(spec: FarmSpec, handler: Handler, port: int,
+                       servers: list[asyncio.Server]) -> None:
+    """Stop listening on each "refuse" outage's IP while it lasts (connections are refused)."""
+    loop = asyncio.get_running_loop()
+    for host in spec.hosts.values():
+        if host.outage is None or host.outage[2] != "refuse":
+            continue
+        after, length, _ = host.outage
+        index = spec.ips.index(host.ip)
+
+        def down(index: int = index) -> None:
+            servers[index].close()
+
+        async def listen_again(index: int = index, ip: str = host.ip) -> None:
+            servers[index] = await _listen(handler, ip, port)
+
+        def up(again: Callable[[], Coroutine[Any, Any, None]] = listen_again) -> None:
+            _TASKS.add(loop.create_task(again()))
+
+        loop.call_later(after, down)
+        loop.call_later(after + length, up)
+
+
 def _watch_stdin(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
     """Blocking read of fd 0 in a daemon thread; EOF means our parent is gone."""
 
@@ -74,7 +99,9 @@ async def serve(spec: FarmSpec, out: TextIO = sys.stdout, watch_stdin: bool = Tr
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     state = FarmState(spec)
-    port, http_servers = await bind_http(SiteHandler(state), spec.ips, spec.port)
+    sites = SiteHandler(state)
+    port, http_servers = await bind_http(sites, spec.ips, spec.port)
+    sites.on_first = lambda: _schedule_refusals(spec, sites, port, http_servers)
     dns_port, dns_udp, dns_tcp = await start_dns(state, port=spec.dns_port)
     control_handler = ControlHandler(state)
     control = await loop.create_server(lambda: HttpConnection(control_handler), "127.0.0.1", 0)

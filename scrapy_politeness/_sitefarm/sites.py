@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+from collections.abc import Callable
 
 from scrapy_politeness._sitefarm.arrival import Arrival
 from scrapy_politeness._sitefarm.httpserver import ConnInfo
@@ -70,6 +71,7 @@ class SiteHandler:
 
     def __init__(self, state: FarmState) -> None:
         self._state = state
+        self.on_first: Callable[[], None] | None = None  # the outages' timers start then
 
     def new_conn_id(self) -> int:
         return self._state.next_conn_id()
@@ -77,6 +79,10 @@ class SiteHandler:
     async def handle(self, req: Request, conn: ConnInfo) -> Response:
         name = normalise_host(req.host)
         host = self._state.spec.hosts.get(name)
+        if self._state.first_t is None:
+            self._state.first_t = req.t
+            if self.on_first is not None:
+                self.on_first()
         resp = error(404) if host is None else self._decide(host, req)
         if host is not None and host.kind == "slow" and host.latency > 0:
             await asyncio.sleep(host.latency)
@@ -94,6 +100,9 @@ class SiteHandler:
     def _decide(self, host: HostSpec, req: Request) -> Response:
         path = req.path
         is_robots = path == ROBOTS
+        down = host.down(req.t, self._state.first_t)
+        if down is not None:
+            return error(503) if down == "503" else Response(0, b"")  # 0: reset the connection
         if host.status_script and not is_robots:
             pos = self._state.script_pos[host.name]
             self._state.script_pos[host.name] = pos + 1

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("normal", "slow", "rate_limited", "always_503")
+OUTAGE_MODES = ("503", "refuse")
 RETRY_AFTER_FORMS = ("seconds", "date")
 DNS_MODES = ("servfail", "nxdomain", "timeout", "truncate", "cname", "rotate", "v6only",
              "nodata", "drop_first", "drop", "several")
@@ -53,6 +54,17 @@ class HostSpec:
     ipv6: str | None = None
     dns: DnsFault | None = None
     setup: float = 0.0  # a new connection's first request is read this long after it came
+    # (after, for, mode): from ``after`` s past the farm's first request, for ``for`` s,
+    # every request fails: "503" answers 503, "refuse" refuses (and resets) connections
+    # to the host's IP (give the host an IP of its own).
+    outage: tuple[float, float, str] | None = None
+
+    def down(self, t: float, first: float | None) -> str | None:
+        """The outage mode at ``t`` (the farm's first request at ``first``), or None."""
+        if self.outage is None or first is None:
+            return None
+        after, length, mode = self.outage
+        return mode if first + after <= t < first + after + length else None
 
     def robots_txt(self) -> str:
         """The robots.txt body this host serves."""
@@ -182,7 +194,18 @@ def _parse_host(name: str, raw: Any, farm_ips: tuple[str, ...]) -> HostSpec:
         ipv6=None if raw.get("ipv6") is None else str(raw["ipv6"]),
         dns=_parse_dns(raw.get("dns"), what),
         setup=_number(raw, "setup", 0.0, what),
+        outage=_parse_outage(raw.get("outage"), what),
     )
+
+
+def _parse_outage(raw: Any, what: str) -> tuple[float, float, str] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or raw.get("mode", "503") not in OUTAGE_MODES:
+        raise SpecError(f"{what}: outage must be {{'after': s, 'for': s, 'mode': one of "
+                        f"{OUTAGE_MODES}}}, got {raw!r}")
+    return (_number(raw, "after", 0.0, what), _number(raw, "for", 0.0, what),
+            str(raw.get("mode", "503")))
 
 
 def parse_spec(raw: dict[str, Any]) -> FarmSpec:

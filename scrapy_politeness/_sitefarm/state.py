@@ -30,6 +30,7 @@ class FarmState:
     script_pos: Counter[str] = field(default_factory=Counter)
     # host -> how many A queries were answered in rotate mode
     rotate_pos: Counter[str] = field(default_factory=Counter)
+    first_t: float | None = None  # the first request's arrival (outages count from it)
     _conn_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def next_conn_id(self) -> int:
@@ -45,6 +46,7 @@ class FarmState:
         self.buckets.clear()
         self.script_pos.clear()
         self.rotate_pos.clear()
+        self.first_t = None
 
     def sorted_arrivals(self) -> list[Arrival]:
         """Arrivals ordered by first-byte time (they are appended on completion)."""

@@ -67,6 +67,7 @@ class SharedSync:
         self._late: dict[int, _WaitingLate] = {}  # late starts waiting for their feedback
         self._on_dead = on_dead
         self._on_change = on_change
+        self.dead_after = hosts.dead_after  # the shared verdict; huge: never (suspend mode)
         slip.shared = self
 
     async def open(self) -> None:
@@ -239,7 +240,7 @@ class SharedSync:
             self.stats.inc_value("politeness/shared/late_starts")
             self.stats.inc_value("politeness/shared/late_starts_with_feedback")
         task = self._spawn(self.backend.feedback(key, signal, state.config,
-                                                 self.hosts.dead_after, gap=state.gap,
+                                                 self.dead_after, gap=state.gap,
                                                  late=late, backlog=state.backlog))
         task.add_done_callback(lambda t: self._feedback_done(key, t))
 

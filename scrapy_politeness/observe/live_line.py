@@ -5,8 +5,8 @@ existing 0.25 s periodic tick, so no timer of its own) one INFO line says
 where requests wait and for how long, and which hosts hold the crawl's end::
 
     Politeness: 412 waiting in the scheduler (oldest 2m31s), 0 in the gate; 57 dispatched
-    (gate wait mean 0.01s, max 0.02s); 12 hosts, 2 backing off, 1 dead; 1 host at its
-    ceiling holds the end: slow.example (30s interval, 9 left, ~4m30s)
+    (gate wait mean 0.01s, max 0.02s); 12 hosts, 2 backing off, 1 dead, 2 suspended
+    (1 probed); 1 host at its ceiling holds the end: slow.example (30s interval, 9 left, ~4m30s)
 
 Pure Python on the policy tables: no Scrapy import.
 """
@@ -25,7 +25,7 @@ __all__ = ["LOG_FORMAT", "PeriodWaits", "Snapshot", "plural", "plural_s", "repor
 
 # Each "%s" after a noun is its plural ending (see ``plural_s``): "1 host", "2 hosts".
 LOG_FORMAT = ("Politeness: %s; %d dispatched (gate wait mean %.2fs, max %.2fs); "
-              "%d host%s, %d backing off, %d dead%s")
+              "%d host%s, %d backing off, %d dead%s%s")
 
 
 def plural_s(n: int) -> str:
@@ -82,18 +82,24 @@ class Snapshot:
     backing_off: int
     dead: int
     holding: str  # "" or "1 host at its ceiling holds the end: ..."
+    suspended: int = 0  # hosts suspended at their ceiling (policy/breaker.py)
+    probed: int = 0  # of which past their probe instant (half-open)
 
     def log(self, logger: logging.Logger) -> None:
         logger.info(LOG_FORMAT, self.where, self.dispatched, self.mean_wait, self.max_wait,
                     self.hosts, plural_s(self.hosts), self.backing_off, self.dead,
+                    f", {self.suspended} suspended ({self.probed} probed)"
+                    if self.suspended else "",
                     "; " + self.holding if self.holding else "")
 
 
-def snapshot(hosts: HostTable, waits: PeriodWaits, where: str, holding: str = "") -> Snapshot:
+def snapshot(hosts: HostTable, waits: PeriodWaits, where: str, holding: str = "",
+             suspended: tuple[int, int] = (0, 0)) -> Snapshot:
     """What the log line shows now; resets the period's waits.
 
     A host is *backing off* while its adaptive interval is above its default
-    (a Crawl-delay alone does not count: the site asked, nothing went wrong).
+    (a Crawl-delay alone does not count: the site asked, nothing went wrong);
+    ``suspended``: hosts suspended, and of them those whose probe is due or out.
     """
     backing_off = dead = 0
     for state in hosts.states():  # the active hosts only: idle ones are evicted
@@ -103,7 +109,8 @@ def snapshot(hosts: HostTable, waits: PeriodWaits, where: str, holding: str = ""
             backing_off += 1
     dead += hosts.verdicts.counts()[0]  # idle dead hosts, kept as compact records
     count, mean, top = waits.take()
-    return Snapshot(len(hosts), where, count, mean, top, backing_off, dead, holding)
+    return Snapshot(len(hosts), where, count, mean, top, backing_off, dead, holding,
+                    suspended[0], suspended[1])
 
 
 def report_text(rows: list[dict[str, Any]]) -> str:

@@ -24,7 +24,7 @@ from scrapy_politeness.observe.live_line import (
 from scrapy_politeness.observe.trace import TraceWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from scrapy import Spider
     from scrapy.statscollectors import StatsCollector
@@ -77,6 +77,8 @@ class Observer:
         self.start = 0.0  # the crawl start on the loop's clock (trace times)
         self.waits = PeriodWaits()
         self.next_log = math.inf
+        # (hosts suspended, of which probed) for the live line; set by the middleware
+        self.suspended: Callable[[float], tuple[int, int]] | None = None
 
     def watch(self, queue: SchedulerWaiting) -> None:
         """Read ``queue``'s waits too (a scheduler queue registers itself)."""
@@ -200,7 +202,8 @@ class Observer:
         found = holders(left, self.hosts, now, rate, max(self.settings.log_interval, 1.0))
         where = where_text(queued if self.queues else None, now - queued_since, waiting,
                            now - oldest if oldest is not None else 0.0)
-        return snapshot(self.hosts, self.waits, where, holders_text(found) if found else "")
+        return snapshot(self.hosts, self.waits, where, holders_text(found) if found else "",
+                        self.suspended(now) if self.suspended is not None else (0, 0))
 
     def sync_dns_stats(self, dns: DnsCache) -> None:
         st = dns.stats

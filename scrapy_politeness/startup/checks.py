@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from scrapy_politeness.scrapy_internals import missing
+from scrapy_politeness.scrapy_internals import START_REQUESTS, missing
 from scrapy_politeness.settings import PolitenessSettings, unknown_names
 from scrapy_politeness.startup.failed_start import quiet_failed_start
 from scrapy_politeness.startup.throttles import (
@@ -86,6 +86,9 @@ def warn_missing_internals(crawler: Any) -> list[str]:
         if "engine.downloader.slots" in gone:
             costs.append("a download slot delay cannot be set to 0: keep DOWNLOAD_DELAY = 0, "
                          "AutoThrottle off and no delay in DOWNLOAD_SLOTS")
+        if START_REQUESTS in gone:
+            costs.append("a crawl left with only suspended hosts waits for their probes "
+                         "instead of closing")
         logger.warning("scrapy-politeness: this Scrapy has no %s; %s (report it with your "
                        "Scrapy version)", ", ".join(gone), "; ".join(costs))
     return gone

@@ -34,7 +34,8 @@ def start_line(settings: PolitenessSettings, crawler_settings: Any) -> str:
     line = (f"scrapy-politeness on: per host start {_s(c.default)}, floor {_s(c.floor)}, "
             f"ceiling {_s(c.ceiling)}{overrides}; per IP floor {_s(c.ip_floor)}; grouping "
             f"{settings.grouping}; backend {backend}; {queue}; "
-            f"dead after {plural(settings.dead_after, 'fetch', 'fetches')} at the ceiling; {live}")
+            f"{'suspended' if settings.on_ceiling == 'suspend' else 'dead'} after "
+            f"{plural(settings.dead_after, 'fetch', 'fetches')} at the ceiling; {live}")
     origins = settings_origins(crawler_settings)
     return f"{line}; {origins}" if origins else line
 

@@ -1,0 +1,169 @@
+"""A host pinned at its ceiling is suspended for a while, not given up on.
+
+A circuit breaker per host: *closed* (the usual pacing), *open* (suspended
+until a probe instant: none of its requests is sent, they keep waiting where
+they are) and *half-open* (the probe instant passed: one request goes out).
+A healthy probe closes the breaker and the host resumes at a cautious interval
+that the usual recovery narrows; a failed one suspends the host again for
+twice as long (capped). A host down for twenty seconds so loses nothing, and a
+host down for hours costs one probe per cool-down, as Heritrix and Nutch do.
+
+Pure: the caller passes the instants and applies the verdicts (the glue
+pushes the host bucket's next-eligible instant to the probe time, which is
+what holds its requests back in the scheduler queue and in the gate).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scrapy_politeness.policy.host_state import HostState
+
+__all__ = ["MAX_COOLDOWN", "Breaker", "Suspension", "Verdict"]
+
+MAX_COOLDOWN = 3600.0
+"""Default cap of a doubling cool-down, seconds."""
+
+
+class Verdict(Enum):
+    """What one outcome did to a host's breaker."""
+
+    NONE = "none"  # closed and staying closed, or an outcome of a request sent before
+    SUSPENDED = "suspended"  # just tripped: suspended until the probe instant
+    RESUSPENDED = "resuspended"  # its probe failed: suspended again, for longer
+    REOPENED = "reopened"  # its probe was healthy: closed again
+
+
+@dataclass(slots=True)
+class Suspension:
+    """One open breaker: the probe instant and the cool-down that led to it."""
+
+    until: float
+    cooldown: float
+    probes: int = 0  # failed probes so far
+    probe_at: float = float("-inf")  # when the current probe went out
+
+
+class Breaker:
+    """The suspended hosts of one crawl, keyed like the host buckets.
+
+    ``cooldown``: the first suspension's length (None: twice the host's
+    ceiling, so the first probe comes about when the next fetch at the
+    ceiling would have); ``max_cooldown``: the cap of its doubling;
+    ``reopen``: the fraction of the ceiling a host resumes at.
+    """
+
+    __slots__ = ("_open", "cooldown", "max_cooldown", "reopen")
+
+    def __init__(self, *, cooldown: float | None = None, max_cooldown: float = MAX_COOLDOWN,
+                 reopen: float = 0.5) -> None:
+        if cooldown is not None and not cooldown > 0:
+            raise ValueError(f"cooldown must be > 0, got {cooldown!r}")
+        if not max_cooldown > 0:
+            raise ValueError(f"max_cooldown must be > 0, got {max_cooldown!r}")
+        if not 0 < reopen <= 1:
+            raise ValueError(f"reopen must be in (0, 1], got {reopen!r}")
+        self.cooldown = cooldown
+        self.max_cooldown = max_cooldown
+        self.reopen = reopen
+        self._open: dict[str, Suspension] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._open
+
+    def get(self, key: str) -> Suspension | None:
+        return self._open.get(key)
+
+    def suspended(self, key: str, now: float) -> bool:
+        """Whether ``key`` is suspended and its probe is not due yet."""
+        s = self._open.get(key)
+        return s is not None and now < s.until
+
+    def probing(self, now: float) -> int:
+        """How many suspended hosts are past their probe instant (half-open)."""
+        return sum(1 for s in self._open.values() if now >= s.until)
+
+    def feedback(self, key: str, *, sent_at: float, failed: bool, tripped: bool,
+                 cooldown: float, now: float) -> Verdict:
+        """Fold one outcome of ``key`` (a request sent at ``sent_at``).
+
+        ``tripped``: the host just reached the trip condition (its interval at
+        the ceiling for the required fetches); ``cooldown``: the first
+        suspension's length for this host. An outcome of a request sent
+        before the probe instant (out before the suspension began) changes
+        nothing: only the probe's answer decides.
+        """
+        s = self._open.get(key)
+        if s is None:
+            if not (tripped and failed):  # a healthy answer at the ceiling suspends nothing
+                return Verdict.NONE
+            self._open[key] = Suspension(now + min(cooldown, self.max_cooldown),
+                                         min(cooldown, self.max_cooldown))
+            return Verdict.SUSPENDED
+        if sent_at < s.until:
+            return Verdict.NONE
+        if not failed:
+            del self._open[key]
+            return Verdict.REOPENED
+        s.cooldown = min(2 * s.cooldown, self.max_cooldown)
+        s.until = now + s.cooldown
+        s.probes += 1
+        return Verdict.RESUSPENDED
+
+    def sent(self, key: str, state: HostState, at: float) -> bool:
+        """A request of ``key`` went out at ``at``; True if it is the probe.
+
+        Half-open lets one probe out: the next request may follow only a
+        cool-down later (``not_before``), unless the probe's answer decides
+        first (healthy: the host resumes at once; failed: suspended again).
+        """
+        s = self._open.get(key)
+        if s is None or at < s.until or s.probe_at >= s.until:
+            return False
+        s.probe_at = at
+        hold = at + s.cooldown
+        if hold > state.not_before:
+            state.not_before = hold
+        return True
+
+    def judge(self, key: str, state: HostState, *, tripped: bool, sent_at: float,
+              failed: bool, now: float) -> Verdict:
+        """Fold one outcome into the breaker and apply the verdict to ``state``.
+
+        Suspended: the bucket's next-eligible instant moves to the probe time
+        (``not_before``), which holds the host's requests wherever they wait;
+        the table's dead flag is cleared (a suspended host is never dropped).
+        Reopened: the interval comes down to ``reopen`` of the ceiling if it
+        was above it, and the ceiling streak starts again.
+        """
+        config = state.config
+        first = self.cooldown if self.cooldown is not None else 2 * config.ceiling
+        before = self._open.get(key)
+        hold = before.probe_at + before.cooldown if before is not None else None
+        verdict = self.feedback(key, sent_at=sent_at, failed=failed, tripped=tripped,
+                                cooldown=first, now=now)
+        state.dead = False
+        if verdict is Verdict.SUSPENDED or verdict is Verdict.RESUSPENDED:
+            until = self._open[key].until
+            if until > state.not_before:
+                state.not_before = until
+        elif verdict is Verdict.REOPENED:
+            if state.not_before == hold:  # the half-open hold (a Retry-After stays)
+                state.not_before = now
+            state.ceiling_streak = 0
+            cautious = config.host_interval(config.ceiling * self.reopen)
+            if state.adaptive > cautious:
+                state.adaptive = cautious
+        return verdict
+
+    def forget(self, key: str) -> None:
+        self._open.pop(key, None)
+
+    def items(self) -> list[tuple[str, Suspension]]:
+        return list(self._open.items())
