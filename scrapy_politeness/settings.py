@@ -63,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_DNS_NEGATIVE_TTL": 30.0,
     "POLITENESS_DNS_PIN": True,
     "POLITENESS_DNS_HOSTS_FILE": "/etc/hosts",
+    "POLITENESS_DNS_CONCURRENCY": 32,
     "POLITENESS_REPORT_HOSTS": 10,
     "POLITENESS_REPORT_STAT": False,
     "POLITENESS_BACKEND": "memory",
@@ -136,6 +137,7 @@ class PolitenessSettings:
     robots_prefetch: bool = True
     gc_freeze: bool = False
     ip_model: str = "decoupled"
+    dns_concurrency: int = DEFAULTS["POLITENESS_DNS_CONCURRENCY"]
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:
@@ -222,6 +224,8 @@ class PolitenessSettings:
                                     raw("POLITENESS_ROBOTS_PREFETCH")),
             gc_freeze=boolean("POLITENESS_GC_FREEZE", raw("POLITENESS_GC_FREEZE")),
             ip_model=choice("POLITENESS_IP_MODEL", raw("POLITENESS_IP_MODEL"), IP_MODELS),
+            dns_concurrency=number("POLITENESS_DNS_CONCURRENCY",
+                                   raw("POLITENESS_DNS_CONCURRENCY"), minimum=1, integer=True),
         )
 
     def config_for(self, key: str) -> Config:

@@ -7,8 +7,9 @@ handed out that the gate has not released yet), else answers ``None`` and
 wakes the engine at the soonest eligible instant. The middleware's gate stays
 the enforcement point: nothing starts before both buckets allow it.
 
-Each new host name is resolved when its first request is enqueued, so the IP
-bucket is known when the queue chooses. One queue per host key keeps Scrapy's
+Each new host name is resolved while its first request waits here (a few
+lookups at a time, in the order the hosts will be needed: :mod:`.lookups`), so
+the IP bucket is known when the queue chooses. One queue per host key keeps Scrapy's
 priorities and order (:mod:`.host_queue`); the hosts' heap is in
 :mod:`.host_heap`, ``JOBDIR`` state in :mod:`scrapy_politeness.jobdir.queue_state`.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy import Request
 from scrapy.pqueues import ScrapyPriorityQueue
@@ -31,6 +32,7 @@ from scrapy_politeness.policy import ip_literal
 from scrapy_politeness.scheduler.handed_out import Waker, gate_of, handed_out_for
 from scrapy_politeness.scheduler.host_heap import HostEntry, HostHeap
 from scrapy_politeness.scheduler.host_queue import HostQueue, MemoryHostQueue, memory_order
+from scrapy_politeness.scheduler.lookups import QueueLookups
 from scrapy_politeness.scrapy_internals import wake_engine
 
 if TYPE_CHECKING:
@@ -95,8 +97,11 @@ class PolitenessAwarePriorityQueue:
         self._tick = 0.0  # the round-robin clock when there is no middleware
         self._len = 0
         self._waker = Waker(crawler, None if self._mw is None else self._woke)
+        self._lookups: QueueLookups | None = None
         if self._mw is not None:
             self._mw.add_listener(self._retime)
+            self._lookups = QueueLookups(self._mw.dns, self._mw.settings.dns_concurrency,
+                                         self._looked_up)
         now = clock() if self._mw is not None else self._tick
         self._len = saved_state.restore(saved, self._pqfactory, self._index, now)
 
@@ -149,21 +154,12 @@ class PolitenessAwarePriorityQueue:
         """A late wake-up reveals a loop stall, as a late gate timer."""
         self._mw.slip.timer_fired(expected, clock())  # type: ignore[union-attr]
 
-    def _resolve(self, key: str, host: HostEntry, hostname: str) -> None:
-        """Look ``hostname`` up in the background; enter the host once it is known."""
-        assert self._mw is not None
-        try:  # the cache's own single-flight task, which the cache holds until it ends
-            lookup = self._mw.dns.flight(hostname)
-        except RuntimeError:  # no event loop: the gate resolves it when it gets there
-            self._index.enter(host, clock())
-            return
-
-        def done(_: asyncio.Task[Any]) -> None:
-            if self._index.hosts.get(key) is host and not host.seq and host.queue:
-                self._index.enter(host, self._own(host))
-                wake_engine(self.crawler)
-
-        lookup.add_done_callback(done)
+    def _looked_up(self, key: str) -> None:
+        """``key``'s lookup ended (the cache holds the outcome): it takes its turn."""
+        host = self._index.hosts.get(key)
+        if host is not None and not host.seq and host.queue and key not in self._index.idle:
+            self._index.enter(host, self._own(host))
+            wake_engine(self.crawler)
 
     # -- the queue protocol ------------------------------------------------
 
@@ -197,7 +193,7 @@ class PolitenessAwarePriorityQueue:
         hostname = host.hostname = urlparse_cached(request).hostname
         if (hostname is not None and mw.dns.lookup(hostname) is DnsCache.MISS
                 and ip_literal(hostname) is None):
-            self._resolve(key, host, hostname)
+            self._lookups.add(key, hostname, request.priority)  # type: ignore[union-attr]
             return
         index.enter(host, self._own(host))
 
@@ -289,6 +285,8 @@ class PolitenessAwarePriorityQueue:
             else:
                 saved_state.reclaim(self.key, key)
         self._index.clear()
+        if self._lookups is not None:
+            self._lookups.clear()
         self._len = 0
         return state
 

@@ -1,0 +1,92 @@
+"""The scheduler queue's DNS lookups: a few at a time, in the order hosts are needed.
+
+A broad crawl pushes its whole start list into the scheduler within seconds.
+Starting a lookup for every new name then (one task each, tens of thousands at
+once) kept the event loop busy with lookups for hosts needed minutes later
+while the first hosts waited, and sends a burst of queries a real resolver
+drops. Here a name waits as one small heap entry, ``(-priority, arrival,
+key)``, and at most ``limit`` lookups run: the highest priority first, then
+first come first served, as the hosts' requests will be handed out. A name
+that got into the DNS cache meanwhile (another request resolved it) needs no
+query when its turn comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from scrapy_politeness.dns.cache import DnsCache
+
+__all__ = ["QueueLookups"]
+
+Done = Callable[[str], None]
+
+
+class QueueLookups:
+    """Lookups for the hosts a queue holds back, at most ``limit`` in flight.
+
+    ``done(key)`` runs when a host's lookup ended (answered or failed: the
+    cache has the outcome), or at once when its name needs none.
+    """
+
+    __slots__ = ("_dns", "_done", "_flying", "_seq", "_waiting", "limit")
+
+    def __init__(self, dns: DnsCache, limit: int, done: Done) -> None:
+        self._dns = dns
+        self.limit = max(1, limit)
+        self._done = done
+        # (-priority, arrival, key, name, ask again)
+        self._waiting: list[tuple[int, int, str, str, bool]] = []
+        self._flying: set[str] = set()  # host keys whose lookup runs
+        self._seq = itertools.count()
+
+    def __len__(self) -> int:
+        """Hosts waiting for their lookup or in one."""
+        return len(self._waiting) + len(self._flying)
+
+    def add(self, key: str, hostname: str, priority: int, *, ask_again: bool = False) -> None:
+        """Look ``hostname`` up for host ``key`` in its turn.
+
+        ``ask_again``: the cached answer is a transient failure to be asked
+        again (a retried request), not a miss.
+        """
+        if key in self._flying:
+            return
+        heapq.heappush(self._waiting, (-priority, next(self._seq), key, hostname, ask_again))
+        self._start()
+
+    def _start(self) -> None:
+        waiting = self._waiting
+        while waiting and len(self._flying) < self.limit:
+            _, _, key, name, ask_again = heapq.heappop(waiting)
+            if key in self._flying:  # already looked up since (a second add)
+                continue
+            cached = self._dns.lookup(name)
+            if cached is not DnsCache.MISS and not (ask_again and cached is None):
+                self._done(key)  # resolved meanwhile: no query
+                continue
+            try:  # the cache's own single-flight task, which the cache holds until it ends
+                lookup = self._dns.flight(name)
+            except RuntimeError:  # no event loop: the gate resolves it when it gets there
+                self._done(key)
+                continue
+            self._flying.add(key)
+            lookup.add_done_callback(self._ended(key))
+
+    def _ended(self, key: str) -> Callable[[asyncio.Task[Any]], None]:
+        def ended(_: asyncio.Task[Any]) -> None:
+            if key in self._flying:  # not cleared by close()
+                self._flying.discard(key)
+                self._done(key)
+                self._start()
+
+        return ended
+
+    def clear(self) -> None:
+        """Forget every waiting host (the queue closes); lookups in flight end unheard."""
+        self._waiting.clear()
+        self._flying.clear()

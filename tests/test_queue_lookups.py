@@ -1,0 +1,155 @@
+"""The scheduler queue's DNS lookups: bounded, in the order the hosts are needed.
+
+Real queue, real middleware and DNS cache; only the query itself (``_ask``) is
+replaced, so each lookup ends when the test answers it. No sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import pytest
+import pytest_twisted
+from fakeclock import Clock
+from scrapy import Request
+from test_pqueue import _crawler, _queue, fake_engine, pop_hosts, url
+from twisted.internet.defer import Deferred
+
+from scrapy_politeness.middleware import PolitenessMiddleware
+from scrapy_politeness.scheduler import queue as pqueue
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    monkeypatch.setattr(pqueue, "clock", c)
+    return c
+
+
+def _mw(**settings: Any) -> PolitenessMiddleware:
+    middleware = PolitenessMiddleware.from_crawler(_crawler(**settings))
+    middleware.crawler._test_middlewares = [middleware]  # type: ignore[attr-defined]
+    return middleware
+
+
+class Resolver:
+    """Stands in for the query: records the names asked, answers when told."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.answers: dict[str, asyncio.Future[str | None]] = {}
+        self.flying = 0
+        self.most = 0
+
+    async def ask(self, hostname: str) -> tuple[str | None, float, Any]:
+        self.asked.append(hostname)
+        self.flying += 1
+        self.most = max(self.most, self.flying)
+        future = self.answers[hostname] = asyncio.get_running_loop().create_future()
+        try:
+            return await future, math.inf, None
+        finally:
+            self.flying -= 1
+
+    def answer(self, hostname: str, ip: str | None = "127.0.9.9") -> None:
+        self.answers[hostname].set_result(ip)
+
+
+async def _turns() -> None:
+    for _ in range(4):
+        await asyncio.sleep(0)
+
+
+def _run(coro: Any) -> Deferred[Any]:
+    return Deferred.fromFuture(asyncio.ensure_future(coro))
+
+
+@pytest_twisted.ensureDeferred
+async def test_lookups_of_new_names_are_bounded_and_in_arrival_order(clock: Clock) -> None:
+    """A start list of 40 new names: at most POLITENESS_DNS_CONCURRENCY lookups run
+    at once (one task each: the others wait as heap entries), asked in the order
+    the names were pushed; each answer starts the next."""
+    await _run(_bounded(clock))
+
+
+async def _bounded(clock: Clock) -> None:
+    mw = _mw(POLITENESS_DNS_CONCURRENCY=4)
+    resolver = Resolver()
+    mw.dns._ask = resolver.ask  # type: ignore[method-assign]
+    loop = asyncio.get_running_loop()
+    tasks: list[object] = []
+    factory = loop.get_task_factory()
+
+    def counting(loop: asyncio.AbstractEventLoop, coro: Any) -> asyncio.Task[Any]:
+        tasks.append(coro)
+        return asyncio.Task(coro, loop=loop)
+
+    q = _queue(mw.crawler)
+    names = [f"n{i:02d}.test" for i in range(40)]
+    loop.set_task_factory(counting)  # type: ignore[arg-type]
+    try:
+        for name in names:
+            q.push(Request(url(name)))
+        await _turns()
+        assert resolver.asked == names[:4]
+        assert len(tasks) == 4
+        for name in names:
+            resolver.answer(name)
+            await _turns()
+    finally:
+        loop.set_task_factory(factory)
+    assert resolver.asked == names
+    assert resolver.most == 4
+    assert len(q) == 40
+    assert sorted(pop_hosts(q, 40)) == names
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_higher_priority_host_is_looked_up_first(clock: Clock) -> None:
+    """Hosts waiting for a lookup go in the order their requests will: a request
+    of higher priority pushed last is looked up next, before earlier arrivals."""
+    await _run(_by_priority(clock))
+
+
+async def _by_priority(clock: Clock) -> None:
+    mw = _mw(POLITENESS_DNS_CONCURRENCY=1)
+    resolver = Resolver()
+    mw.dns._ask = resolver.ask  # type: ignore[method-assign]
+    q = _queue(mw.crawler)
+    for name in ("a.test", "b.test", "c.test"):
+        q.push(Request(url(name)))
+    q.push(Request(url("urgent.test"), priority=10))
+    await _turns()
+    for name in ("a.test", "urgent.test", "b.test", "c.test"):
+        assert resolver.asked[-1] == name
+        resolver.answer(name)
+        await _turns()
+    fake_engine(mw.crawler, None)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_name_cached_meanwhile_needs_no_query(clock: Clock) -> None:
+    """A waiting name that another request resolved meanwhile is not asked again."""
+    await _run(_cached_meanwhile(clock))
+
+
+async def _cached_meanwhile(clock: Clock) -> None:
+    mw = _mw(POLITENESS_DNS_CONCURRENCY=1)
+    resolver = Resolver()
+    mw.dns._ask = resolver.ask  # type: ignore[method-assign]
+    q = _queue(mw.crawler)
+    q.push(Request(url("a.test")))
+    q.push(Request(url("b.test")))
+    await _turns()
+    mw.dns._cache["b.test"] = ("127.0.9.8", math.inf)
+    resolver.answer("a.test")
+    await _turns()
+    assert resolver.asked == ["a.test"]
+    assert sorted(pop_hosts(q, 2)) == ["a.test", "b.test"]
+
+
+def test_dns_concurrency_setting_is_checked() -> None:
+    with pytest.raises(ValueError, match=r"POLITENESS_DNS_CONCURRENCY.*0"):
+        _mw(POLITENESS_DNS_CONCURRENCY=0)
