@@ -177,7 +177,8 @@ class PolitenessMiddleware:
             loop = self.loop = asyncio.get_running_loop()
         ip = await self.buckets.address(hostname, key, loop, self.dropped.check,
                                         ask_again="retry_times" in request.meta,
-                                        proxied=is_proxied(request))
+                                        proxied=is_proxied(request),
+                                        queued=request in self.buckets.from_queue)
         submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
         booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop

@@ -153,3 +153,96 @@ async def _cached_meanwhile(clock: Clock) -> None:
 def test_dns_concurrency_setting_is_checked() -> None:
     with pytest.raises(ValueError, match=r"POLITENESS_DNS_CONCURRENCY.*0"):
         _mw(POLITENESS_DNS_CONCURRENCY=0)
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_retry_of_a_transient_failure_waits_for_its_lookup_in_the_queue(
+        clock: Clock) -> None:
+    """A retried request of a name whose failure was transient is looked up again
+    by the queue, in the background, and waits there; handed out only once the
+    answer is in (it used to be handed out at once and wait for DNS in the
+    middleware, holding a download slot)."""
+    await _run(_retry_waits(clock))
+
+
+async def _retry_waits(clock: Clock) -> None:
+    from scrapy_politeness.policy import FailureKind
+
+    mw = _mw()
+    resolver = Resolver()
+    mw.dns._ask = resolver.ask  # type: ignore[method-assign]
+    mw.dns._cache["flaky.test"] = (None, math.inf)
+    mw.dns._failed["flaky.test"] = FailureKind.DNS_TIMEOUT
+    q = _queue(mw.crawler)
+    q.push(Request(url("flaky.test"), meta={"retry_times": 1}))
+    await _turns()
+    assert resolver.asked == ["flaky.test"]
+    assert q.pop() is None
+    assert len(q) == 1
+    resolver.answer("flaky.test")
+    await _turns()
+    request = q.pop()
+    assert request is not None
+    assert request in mw.buckets.from_queue  # the middleware will not wait for DNS for it
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_host_whose_answer_expired_in_the_queue_is_looked_up_there(
+        clock: Clock) -> None:
+    """A host whose answer ran out while it waited is looked up again before its
+    request is handed out: the middleware would hold a slot for the lookup."""
+    await _run(_expired(clock))
+
+
+async def _expired(clock: Clock) -> None:
+    mw = _mw()
+    resolver = Resolver()
+    mw.dns._ask = resolver.ask  # type: ignore[method-assign]
+    mw.dns._cache["old.test"] = ("127.0.9.7", math.inf)
+    q = _queue(mw.crawler)
+    q.push(Request(url("old.test")))
+    mw.dns._cache["old.test"] = ("127.0.9.7", 0.0)  # its TTL ran out
+    assert q.pop() is None
+    await _turns()
+    assert resolver.asked == ["old.test"]
+    resolver.answer("old.test", "127.0.9.6")
+    await _turns()
+    assert pop_hosts(q, 1) == ["old.test"]
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_middleware_never_waits_for_dns_for_a_queued_request(
+        clock: Clock) -> None:
+    """For a request the queue handed out, a cached transient failure fails at
+    once even on a retry, and an answer that expired on the way is used as is;
+    a request that bypassed the queue still asks again."""
+    await _run(_no_wait(clock))
+
+
+async def _no_wait(clock: Clock) -> None:
+    from scrapy_politeness.downloader.failure_kinds import NameNotResolvedError
+    from scrapy_politeness.policy import FailureKind
+
+    mw = _mw()
+    resolver = Resolver()
+    mw.dns._ask = resolver.ask  # type: ignore[method-assign]
+    loop = asyncio.get_running_loop()
+    mw.dns._cache["flaky.test"] = (None, math.inf)
+    mw.dns._failed["flaky.test"] = FailureKind.DNS_TIMEOUT
+    mw.dns._cache["old.test"] = ("127.0.9.7", 0.0)
+
+    def check(key: str, now: float) -> None:
+        return None
+
+    with pytest.raises(NameNotResolvedError):
+        await mw.buckets.address("flaky.test", "flaky.test", loop, check, ask_again=True,
+                                 queued=True)
+    assert await mw.buckets.address("old.test", "old.test", loop, check,
+                                    queued=True) == "127.0.9.7"
+    assert resolver.asked == []
+    asking = asyncio.ensure_future(mw.buckets.address("flaky.test", "flaky.test", loop, check,
+                                                      ask_again=True))
+    await _turns()
+    assert resolver.asked == ["flaky.test"]
+    resolver.answer("flaky.test", "127.0.9.5")
+    assert await asking == "127.0.9.5"

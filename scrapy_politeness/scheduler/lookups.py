@@ -9,6 +9,11 @@ key)``, and at most ``limit`` lookups run: the highest priority first, then
 first come first served, as the hosts' requests will be handed out. A name
 that got into the DNS cache meanwhile (another request resolved it) needs no
 query when its turn comes.
+
+No request taken from the queue waits for DNS in the downloader (where it
+would hold one of ``CONCURRENT_REQUESTS`` for the lookup's time): a retried
+request of a name whose failure was transient, and a host whose answer ran
+out while it waited, are looked up again here, the host held meanwhile.
 """
 
 from __future__ import annotations
@@ -17,13 +22,22 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_politeness.dns.cache import DnsCache
+from scrapy_politeness.policy import ip_literal
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+    from scrapy_politeness.scheduler.host_heap import HostEntry, HostHeap
 
 __all__ = ["QueueLookups"]
 
 Done = Callable[[str], None]
+NEEDED_NOW = 1 << 62  # a re-lookup's priority: its host was next
 
 
 class QueueLookups:
@@ -33,10 +47,11 @@ class QueueLookups:
     cache has the outcome), or at once when its name needs none.
     """
 
-    __slots__ = ("_dns", "_done", "_flying", "_seq", "_waiting", "limit")
+    __slots__ = ("_dns", "_done", "_flying", "_index", "_seq", "_waiting", "limit")
 
-    def __init__(self, dns: DnsCache, limit: int, done: Done) -> None:
+    def __init__(self, dns: DnsCache, limit: int, index: HostHeap, done: Done) -> None:
         self._dns = dns
+        self._index = index
         self.limit = max(1, limit)
         self._done = done
         # (-priority, arrival, key, name, ask again)
@@ -58,6 +73,54 @@ class QueueLookups:
             return
         heapq.heappush(self._waiting, (-priority, next(self._seq), key, hostname, ask_again))
         self._start()
+
+    def first(self, key: str, hostname: str, request: Request) -> bool:
+        """A new host's first request: whether it waits for a lookup (a name not
+        cached, or a retry's transient failure) rather than entering the heap."""
+        if ip_literal(hostname) is not None:
+            return False
+        dns = self._dns
+        found = dns.lookup(hostname)
+        if found is DnsCache.MISS:
+            self.add(key, hostname, request.priority)
+            return True
+        if found is None and "retry_times" in request.meta and dns.transient(hostname):
+            self.add(key, hostname, request.priority, ask_again=True)
+            return True
+        return False
+
+    def retry(self, host: HostEntry, request: Request) -> bool:
+        """A retried request of a known host whose name failed transiently: the
+        host waits while the name is looked up again. Whether it now waits."""
+        hostname = urlparse_cached(request).hostname
+        dns = self._dns
+        if hostname is None or dns.lookup(hostname) is not None or not dns.transient(hostname):
+            return False
+        index = self._index
+        key = host.key
+        if not host.seq and key not in index.idle:
+            return True  # waiting for a lookup already
+        if key in index.idle:
+            index.wake(key)
+        host.hold()
+        host.hostname = hostname
+        self.add(key, hostname, request.priority, ask_again=True)
+        return True
+
+    def expired(self, host: HostEntry) -> bool:
+        """``host`` (about to be served) has a name whose answer ran out while it
+        waited: it waits for a new one here. Whether it now waits."""
+        hostname = host.hostname
+        if hostname is None or self._dns.lookup(hostname) is not DnsCache.MISS \
+                or ip_literal(hostname) is not None:
+            return False
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop to look it up on: the middleware does
+            return False
+        host.hold()
+        self.add(host.key, hostname, NEEDED_NOW)
+        return True
 
     def _start(self) -> None:
         waiting = self._waiting

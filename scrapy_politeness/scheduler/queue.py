@@ -25,10 +25,8 @@ from scrapy import Request
 from scrapy.pqueues import ScrapyPriorityQueue
 from scrapy.utils.httpobj import urlparse_cached
 
-from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.estimates import IGNORED
 from scrapy_politeness.jobdir import queue_state as saved_state
-from scrapy_politeness.policy import ip_literal
 from scrapy_politeness.scheduler.handed_out import Waker, gate_of, handed_out_for
 from scrapy_politeness.scheduler.host_heap import HostEntry, HostHeap
 from scrapy_politeness.scheduler.host_queue import HostQueue, MemoryHostQueue, memory_order
@@ -101,7 +99,8 @@ class PolitenessAwarePriorityQueue:
         if self._mw is not None:
             self._mw.add_listener(self._retime)
             self._lookups = QueueLookups(self._mw.dns, self._mw.settings.dns_concurrency,
-                                         self._looked_up)
+                                         self._index, self._looked_up)
+            self._mw.buckets.from_queue = self._handed.requests  # never awaits DNS for these
         now = clock() if self._mw is not None else self._tick
         self._len = saved_state.restore(saved, self._pqfactory, self._index, now)
 
@@ -170,6 +169,9 @@ class PolitenessAwarePriorityQueue:
         if host is not None:
             host.queue.push(request)  # may raise (unserializable): nothing changed
             self._len += 1
+            if "retry_times" in request.meta and self._lookups is not None \
+                    and self._lookups.retry(host, request):
+                return  # waits for its name to be looked up again
             if host.seq or key not in index.idle:
                 return  # in the heap already, or its name is being resolved
             index.wake(key)
@@ -191,9 +193,8 @@ class PolitenessAwarePriorityQueue:
             index.enter(host, now)
             return
         hostname = host.hostname = urlparse_cached(request).hostname
-        if (hostname is not None and mw.dns.lookup(hostname) is DnsCache.MISS
-                and ip_literal(hostname) is None):
-            self._lookups.add(key, hostname, request.priority)  # type: ignore[union-attr]
+        if hostname is not None and self._lookups.first(key, hostname,  # type: ignore[union-attr]
+                                                        request):
             return
         index.enter(host, self._own(host))
 
@@ -220,6 +221,8 @@ class PolitenessAwarePriorityQueue:
                 self._waker.arm(soonest - _LEAD)
                 return None
             host = index.hosts[key]
+            if mw is not None and self._lookups.expired(host):  # type: ignore[union-attr]
+                continue  # waits for its name to be looked up again
             request = host.queue.pop()
             if request is None:  # a queue that claimed more than it had
                 self._len -= len(host.queue)
