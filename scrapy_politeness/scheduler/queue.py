@@ -153,8 +153,7 @@ class PolitenessAwarePriorityQueue:
         """A late wake-up reveals a loop stall, as a late gate timer."""
         self._mw.slip.timer_fired(expected, clock())  # type: ignore[union-attr]
 
-    def _looked_up(self, key: str) -> None:
-        """``key``'s lookup ended (the cache holds the outcome): it takes its turn."""
+    def _looked_up(self, key: str) -> None:  # its lookup ended: the cache has the outcome
         host = self._index.hosts.get(key)
         if host is not None and not host.seq and host.queue and key not in self._index.idle:
             self._index.enter(host, self._own(host))
@@ -192,7 +191,8 @@ class PolitenessAwarePriorityQueue:
         if key == IGNORED:
             index.enter(host, now)
             return
-        hostname = host.hostname = urlparse_cached(request).hostname
+        hostname = urlparse_cached(request).hostname
+        host.hostname = hostname = key if hostname == key else hostname  # one string, not two
         if hostname is not None and self._lookups.first(key, hostname,  # type: ignore[union-attr]
                                                         request):
             return
