@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, TypeAlias
 from scrapy.pqueues import ScrapyPriorityQueue
 from scrapy.squeues import FifoMemoryQueue, LifoMemoryQueue
 
+from scrapy_politeness.jobdir.request_store import StoredHost
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.pqueues import QueueProtocol
@@ -150,4 +152,4 @@ class MemoryHostQueue:
         return self._len
 
 
-HostQueue: TypeAlias = ScrapyPriorityQueue | MemoryHostQueue
+HostQueue: TypeAlias = ScrapyPriorityQueue | MemoryHostQueue | StoredHost

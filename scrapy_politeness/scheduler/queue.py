@@ -22,14 +22,12 @@ import time
 from typing import TYPE_CHECKING
 
 from scrapy import Request
-from scrapy.pqueues import ScrapyPriorityQueue
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_politeness.downloader.estimates import IGNORED
 from scrapy_politeness.jobdir import queue_state as saved_state
 from scrapy_politeness.scheduler.handed_out import Waker, gate_of, handed_out_for
 from scrapy_politeness.scheduler.host_heap import HostEntry, HostHeap
-from scrapy_politeness.scheduler.host_queue import HostQueue, MemoryHostQueue, memory_order
 from scrapy_politeness.scheduler.lookups import QueueLookups
 from scrapy_politeness.scrapy_internals import wake_engine
 
@@ -85,9 +83,8 @@ class PolitenessAwarePriorityQueue:
         saved = saved_state.check_startprios(self, startprios)
         self.crawler = crawler
         self.downstream_queue_cls = downstream_queue_cls
-        self._start_queue_cls = start_queue_cls
-        self._memory = memory_order(downstream_queue_cls, start_queue_cls)
         self.key = key
+        self._queues = saved_state.HostQueues(crawler, downstream_queue_cls, key, start_queue_cls)
         self._mw = gate_of(crawler)
         self._handed = handed_out_for(crawler)
         self._handed.add_queue(self)
@@ -102,14 +99,7 @@ class PolitenessAwarePriorityQueue:
                                          self._index, self._looked_up)
             self._mw.buckets.from_queue = self._handed.requests  # never awaits DNS for these
         now = clock() if self._mw is not None else self._tick
-        self._len = saved_state.restore(saved, self._pqfactory, self._index, now)
-
-    def _pqfactory(self, host_key: str, startprios: Iterable[int] = ()) -> HostQueue:
-        if self._memory is not None and not startprios:
-            return MemoryHostQueue(*self._memory)
-        return ScrapyPriorityQueue(
-            self.crawler, self.downstream_queue_cls, saved_state.host_dir(self.key, host_key),
-            startprios, start_queue_cls=self._start_queue_cls)
+        self._len = self._queues.restore(saved, self._index, now)
 
     # -- estimates ---------------------------------------------------------
 
@@ -175,7 +165,7 @@ class PolitenessAwarePriorityQueue:
                 return  # in the heap already, or its name is being resolved
             index.wake(key)
         else:
-            host = HostEntry(key, self._pqfactory(key))
+            host = HostEntry(key, self._queues.make(key))
             try:
                 host.queue.push(request)
             except BaseException:
@@ -271,7 +261,7 @@ class PolitenessAwarePriorityQueue:
 
     def _remove(self, key: str) -> None:
         self._index.pop_host(key).queue.close()
-        saved_state.reclaim(self.key, key)
+        self._queues.reclaim(key)
 
     def close(self) -> dict[str, list[int]]:
         """Close every host queue; the state to persist is ``{key: priorities}``.
@@ -281,12 +271,7 @@ class PolitenessAwarePriorityQueue:
         """
         if self.key:
             saved_state.rescue(self._handed, self.push, self.crawler.stats)
-        state = {}
-        for key, host in self._index.hosts.items():
-            if prios := host.queue.close():
-                state[key] = prios
-            else:
-                saved_state.reclaim(self.key, key)
+        state = self._queues.close(self._index.hosts.values())
         self._index.clear()
         if self._lookups is not None:
             self._lookups.clear()
