@@ -246,3 +246,39 @@ async def _no_wait(clock: Clock) -> None:
     assert resolver.asked == ["flaky.test"]
     resolver.answer("flaky.test", "127.0.9.5")
     assert await asking == "127.0.9.5"
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_host_restored_from_jobdir_learns_its_name_before_it_is_served(
+        clock: Clock, tmp_path: Any) -> None:
+    """A resumed JOBDIR knows its hosts by key only: before a restored host is
+    served its name is read from its next request and looked up in the queue,
+    and its IP bucket applies (it was handed out blind, to wait in the gate
+    holding a download slot)."""
+    await _run(_restored(clock, tmp_path))
+
+
+async def _restored(clock: Clock, tmp_path: Any) -> None:
+    from scrapy.squeues import PickleFifoDiskQueue
+
+    mw = _mw()
+    resolver = Resolver()
+    mw.dns._ask = resolver.ask  # type: ignore[method-assign]
+    key = str(tmp_path / "requests.queue")
+    mw.dns._cache["back.test"] = ("127.0.9.4", math.inf)
+    first = _queue(mw.crawler, PickleFifoDiskQueue, key)
+    first.push(Request(url("back.test")))
+    state = first.close()
+    del mw.dns._cache["back.test"]  # a new run: nothing cached
+    mw.ips.spend("127.0.9.4", clock.now + 1, 1.0)  # its IP is busy until now + 2
+    again = _queue(mw.crawler, PickleFifoDiskQueue, key, state)
+    assert again.pop() is None
+    await _turns()
+    assert resolver.asked == ["back.test"]
+    assert again.pop() is None
+    resolver.answer("back.test", "127.0.9.4")
+    await _turns()
+    assert again.pop() is None  # the IP bucket applies
+    assert again.next_eligible() == clock.now + 2
+    assert pop_hosts(again, 1) == ["back.test"]
+    again.close()

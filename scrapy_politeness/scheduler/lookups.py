@@ -107,6 +107,26 @@ class QueueLookups:
         self.add(key, hostname, request.priority, ask_again=True)
         return True
 
+    def known(self, host: HostEntry) -> bool:
+        """Before ``host`` is served: its name is known and cached. A host restored
+        from ``JOBDIR`` (its name unknown yet) learns it from its next request and
+        is re-timed; one whose answer expired is looked up again. Whether it now
+        waits (False: serve it)."""
+        if host.hostname is not None:
+            return self.expired(host)
+        try:
+            request = host.queue.peek()
+        except NotImplementedError:  # a downstream queue without peek
+            return False
+        hostname = None if request is None else urlparse_cached(request).hostname
+        if request is None or hostname is None:
+            return False
+        host.hostname = hostname
+        host.hold()
+        if not self.first(host.key, hostname, request):
+            self._done(host.key)  # cached already: re-timed by its buckets
+        return True
+
     def expired(self, host: HostEntry) -> bool:
         """``host`` (about to be served) has a name whose answer ran out while it
         waited: it waits for a new one here. Whether it now waits."""

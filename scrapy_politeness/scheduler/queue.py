@@ -211,8 +211,9 @@ class PolitenessAwarePriorityQueue:
                 self._waker.arm(soonest - _LEAD)
                 return None
             host = index.hosts[key]
-            if mw is not None and self._lookups.expired(host):  # type: ignore[union-attr]
-                continue  # waits for its name to be looked up again
+            if mw is not None and key != IGNORED and \
+                    self._lookups.known(host):  # type: ignore[union-attr]
+                continue  # waits for its name to be looked up (again), or re-timed
             request = host.queue.pop()
             if request is None:  # a queue that claimed more than it had
                 self._len -= len(host.queue)
