@@ -65,7 +65,7 @@ def _crawl(farm: Any, job: Path, tmp: Path, urls: list[str], hosts_file: Path,
                 proc.wait(timeout=120)
                 closed_in = time.monotonic() - signalled
             else:
-                proc.wait(timeout=900)
+                proc.wait(timeout=1800)
         finally:
             if proc.poll() is None:
                 proc.kill()

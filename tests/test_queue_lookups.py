@@ -282,3 +282,34 @@ async def _restored(clock: Clock, tmp_path: Any) -> None:
     assert again.next_eligible() == clock.now + 2
     assert pop_hosts(again, 1) == ["back.test"]
     again.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_one_pop_sends_a_bounded_number_of_restored_hosts_to_their_lookup(
+        clock: Clock, tmp_path: Any) -> None:
+    """A resumed JOBDIR of many hosts: one pop reads the names of at most
+    HOLD_PER_POP hosts (it read every restored host's next request in one go,
+    holding the event loop for seconds at 20,000 hosts)."""
+    await _run(_bounded_restore(clock, tmp_path))
+
+
+async def _bounded_restore(clock: Clock, tmp_path: Any) -> None:
+    from scrapy.squeues import PickleFifoDiskQueue
+
+    from scrapy_politeness.scheduler.lookups import HOLD_PER_POP
+
+    mw = _mw()
+    resolver = Resolver()
+    mw.dns._ask = resolver.ask  # type: ignore[method-assign]
+    key = str(tmp_path / "requests.queue")
+    first = _queue(mw.crawler, PickleFifoDiskQueue, key)
+    for i in range(100):
+        mw.dns._cache[f"r{i}.test"] = ("127.0.9.4", math.inf)
+        first.push(Request(url(f"r{i}.test")))
+    state = first.close()
+    mw.dns._cache.clear()
+    again = _queue(mw.crawler, PickleFifoDiskQueue, key, state)
+    assert again.pop() is None
+    named = [h for h in again._index.hosts.values() if h.hostname is not None]
+    assert len(named) == HOLD_PER_POP
+    again.close()

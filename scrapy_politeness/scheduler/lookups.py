@@ -34,10 +34,11 @@ if TYPE_CHECKING:
 
     from scrapy_politeness.scheduler.host_heap import HostEntry, HostHeap
 
-__all__ = ["QueueLookups"]
+__all__ = ["HOLD_PER_POP", "QueueLookups"]
 
 Done = Callable[[str], None]
 NEEDED_NOW = 1 << 62  # a re-lookup's priority: its host was next
+HOLD_PER_POP = 32  # hosts one pop sends to their lookup at most (a resumed JOBDIR: thousands)
 
 
 class QueueLookups:

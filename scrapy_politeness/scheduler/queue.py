@@ -28,7 +28,7 @@ from scrapy_politeness.downloader.estimates import IGNORED
 from scrapy_politeness.jobdir import queue_state as saved_state
 from scrapy_politeness.scheduler.handed_out import Waker, gate_of, handed_out_for
 from scrapy_politeness.scheduler.host_heap import HostEntry, HostHeap
-from scrapy_politeness.scheduler.lookups import QueueLookups
+from scrapy_politeness.scheduler.lookups import HOLD_PER_POP, QueueLookups
 from scrapy_politeness.scrapy_internals import wake_engine
 
 if TYPE_CHECKING:
@@ -200,6 +200,7 @@ class PolitenessAwarePriorityQueue:
             handed.sweep(now, force=not index and not handed.any_pending())
         for stale in index.expired(now) if index.idle else ():
             self._remove(stale)
+        held = 0
         while True:
             if mw is None:
                 key, fresh, soonest = index.top(), now, now
@@ -213,7 +214,10 @@ class PolitenessAwarePriorityQueue:
             host = index.hosts[key]
             if mw is not None and key != IGNORED and \
                     self._lookups.known(host):  # type: ignore[union-attr]
-                continue  # waits for its name to be looked up (again), or re-timed
+                held += 1  # waits for its name to be looked up (again), or re-timed
+                if held >= HOLD_PER_POP:  # each wakes the engine when it is ready
+                    return None
+                continue
             request = host.queue.pop()
             if request is None:  # a queue that claimed more than it had
                 self._len -= len(host.queue)
