@@ -3,7 +3,7 @@
 Real crawls against the farm, in a subprocess whose open-file limit is 1,024
 (``resource.setrlimit``), as most systems start one: 20,000 hosts x 3 pages,
 stopped with one Ctrl-C, then resumed. Every page must be fetched exactly once
-over both runs (the farm's log), with at most 50 files in the JOBDIR. About 14
+over both runs (the farm's log), with at most 50 files in the JOBDIR. About 10
 minutes on a loaded 2-core machine (60,000 requests).
 """
 
