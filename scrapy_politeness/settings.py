@@ -69,6 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_DNS_HOSTS_FILE": "/etc/hosts",
     "POLITENESS_DNS_RESOLV_CONF": "/etc/resolv.conf",
     "POLITENESS_PROXY_LOCAL_DNS": True,
+    "POLITENESS_DNS_CONCURRENCY": 32,
     "POLITENESS_REPORT_HOSTS": 10,
     "POLITENESS_REPORT_STAT": False,
     "POLITENESS_BACKEND": "memory",
@@ -149,6 +150,7 @@ class PolitenessSettings:
     suspend_cooldown: float | None = None
     suspend_max_cooldown: float = DEFAULTS["POLITENESS_SUSPEND_MAX_COOLDOWN"]
     wait_for_suspended: bool = False
+    dns_concurrency: int = DEFAULTS["POLITENESS_DNS_CONCURRENCY"]
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:
@@ -244,6 +246,8 @@ class PolitenessSettings:
                                         raw("POLITENESS_SUSPEND_MAX_COOLDOWN"), minimum=0.001),
             wait_for_suspended=boolean("POLITENESS_WAIT_FOR_SUSPENDED",
                                        raw("POLITENESS_WAIT_FOR_SUSPENDED")),
+            dns_concurrency=number("POLITENESS_DNS_CONCURRENCY",
+                                   raw("POLITENESS_DNS_CONCURRENCY"), minimum=1, integer=True),
         )
 
     def config_for(self, key: str) -> Config:

@@ -16,12 +16,17 @@ from scrapy_politeness.scheduler.host_queue import MemoryHostQueue, memory_order
 CLASSES = (FifoMemoryQueue, LifoMemoryQueue)
 
 
+@pytest.mark.parametrize(("prios", "start_share"), [((-1, 0, 0, 2), 0.4), ((0,), 0.0)],
+                         ids=["mixed", "one-key"])
 @pytest.mark.parametrize("start_cls", [*CLASSES, None])
 @pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize("seed", range(20))
-def test_same_order_as_scrapys_priority_queue(cls: Any, start_cls: Any, seed: int) -> None:
+def test_same_order_as_scrapys_priority_queue(cls: Any, start_cls: Any, seed: int,
+                                              prios: tuple[int, ...],
+                                              start_share: float) -> None:
     """Random pushes (priorities, start requests or not) and pops: both hand
-    out the same requests in the same order, and agree on their length."""
+    out the same requests in the same order, and agree on their length (one
+    key only: the compact list past ``SMALL`` and back)."""
     rnd = random.Random(seed)
     scrapy_q = ScrapyPriorityQueue(get_crawler(), cls, "", start_queue_cls=start_cls)
     order = memory_order(cls, start_cls)
@@ -30,8 +35,8 @@ def test_same_order_as_scrapys_priority_queue(cls: Any, start_cls: Any, seed: in
     n = 0
     for _ in range(300):
         if rnd.random() < 0.55:
-            request = Request(f"http://h.test/{n}", priority=rnd.choice((-1, 0, 0, 2)),
-                              meta={"is_start_request": rnd.random() < 0.4})
+            request = Request(f"http://h.test/{n}", priority=rnd.choice(prios),
+                              meta={"is_start_request": rnd.random() < start_share})
             n += 1
             scrapy_q.push(request)
             ours.push(request)
@@ -66,3 +71,22 @@ def test_only_scrapys_memory_queues_are_replaced() -> None:
     assert memory_order(FifoMemoryQueue, None) == (False, None)
     assert memory_order(PickleFifoDiskQueue, FifoMemoryQueue) is None
     assert memory_order(FifoMemoryQueue, PickleFifoDiskQueue) is None
+
+
+def test_a_host_with_a_few_requests_keeps_them_in_one_short_list() -> None:
+    """One or two requests under one key cost a short list, not a dict of deques
+    (about 900 bytes a host); a second key spreads them, an emptied queue is
+    compact again."""
+    ours = MemoryHostQueue(lifo=False, start_lifo=False)
+    first, second = Request("http://h.test/1"), Request("http://h.test/2")
+    ours.push(first)
+    ours.push(second)
+    assert ours._queues is None
+    assert ours._few == [first, second]
+    ours.push(Request("http://h.test/3", priority=5))
+    assert ours._queues is not None
+    while ours.pop() is not None:
+        pass
+    assert ours._queues is None
+    ours.push(first)
+    assert ours._few == [first]

@@ -412,15 +412,38 @@ def test_jobdir_round_trip(mw: PolitenessMiddleware, clock: Clock, tmp_path: Pat
         q.push(Request(u, priority=i % 3))
     assert len(q) == 60
     state = json.loads(json.dumps(q.close()))  # as the scheduler writes active.json
-    assert set(state) == {f"h{i}.test" for i in range(7)} | {"we!rd_host.test"}
-    for host_key in state:
-        assert (tmp_path / "requests.queue" / _path_safe(host_key)).is_dir()
+    assert state == {" store": [60]}  # every host's requests in the one store
+    assert [p.name for p in (tmp_path / "requests.queue").iterdir()] == ["queue.sqlite3"]
     again = _queue(mw.crawler, PickleLifoDiskQueue, key, state)
     assert len(again) == 60
     got = [popped.url for popped in drain(again)]
     assert sorted(got) == sorted(urls)
     assert again.close() == {}
-    assert not any((tmp_path / "requests.queue").iterdir())  # host directories reclaimed
+    assert [p.name for p in (tmp_path / "requests.queue").iterdir()] == ["queue.sqlite3"]
+
+
+def test_a_jobdir_saved_with_a_directory_per_host_moves_into_the_store(
+        mw: PolitenessMiddleware, clock: Clock, tmp_path: Path) -> None:
+    """A JOBDIR saved by the per-host layout resumes: its requests move into the
+    store, in their order, and the host directories are removed."""
+    from scrapy.pqueues import ScrapyPriorityQueue
+
+    key = str(tmp_path / "requests.queue")
+    state = {}
+    for host in ("a.test", "b.test"):
+        old = ScrapyPriorityQueue(mw.crawler, PickleLifoDiskQueue, key + "/" + _path_safe(host))
+        for n in range(4):
+            old.push(Request(url(host, n), priority=n % 2))
+        state[host] = old.close()
+    again = _queue(mw.crawler, PickleLifoDiskQueue, key, json.loads(json.dumps(state)))
+    assert len(again) == 8
+    assert {p.name for p in (tmp_path / "requests.queue").iterdir()} <= {
+        "queue.sqlite3", "queue.sqlite3-wal", "queue.sqlite3-shm"}  # open: its log too
+    by_host: dict[str, list[str]] = {}
+    for request in drain(again):
+        by_host.setdefault(request.url.split("/")[2], []).append(request.url)
+    assert by_host == {h: [url(h, 3), url(h, 1), url(h, 2), url(h, 0)]
+                       for h in ("a.test", "b.test")}
 
 
 def test_close_takes_back_requests_the_gate_dropped(
@@ -591,19 +614,22 @@ def test_a_host_that_empties_keeps_its_queue_for_a_while(
         mw: PolitenessMiddleware, clock: Clock, tmp_path: Path) -> None:
     """At high rates a host's queue empties and refills on every request: it is
     kept (not rebuilt) for ``IDLE_KEEP`` seconds, then closed and its directory
-    reclaimed."""
+    reclaimed (a disk queue class other than Scrapy's pickle ones: a directory
+    per host)."""
+    from scrapy.squeues import MarshalFifoDiskQueue
+
     from scrapy_politeness.scheduler import host_heap as hostheap
 
     key = str(tmp_path / "q")
-    q = _queue(mw.crawler, PickleFifoDiskQueue, key)
+    q = _queue(mw.crawler, MarshalFifoDiskQueue, key)
     built: list[str] = []
-    real_factory = q._pqfactory
+    real_factory = q._queues.make
 
     def counting_factory(host_key: str, startprios: Any = ()) -> Any:
         built.append(host_key)
         return real_factory(host_key, startprios)
 
-    q._pqfactory = counting_factory  # type: ignore[method-assign]
+    q._queues.make = counting_factory  # type: ignore[method-assign]
     for n in range(3):
         q.push(Request(url("a.test", n)))
         assert take(q) is not None
@@ -636,13 +662,12 @@ def test_no_more_than_idle_max_hosts_are_kept(mw: PolitenessMiddleware, clock: C
     assert set(q._index.hosts) == set(hosts[-2:])
 
 
-def test_memory_hosts_keep_their_requests_on_deques_disk_hosts_in_scrapys_queue(
+def test_memory_hosts_keep_their_requests_on_deques_disk_hosts_in_the_store(
         mw: PolitenessMiddleware, clock: Clock, tmp_path: Path) -> None:
     """Scrapy's memory queues: a MemoryHostQueue per host (no factory call and
-    about eight objects fewer per host that fills); a disk queue (JOBDIR)
-    keeps ScrapyPriorityQueue and its files."""
-    from scrapy.pqueues import ScrapyPriorityQueue
-
+    about eight objects fewer per host that fills); Scrapy's pickle disk queues
+    (JOBDIR): a count per host, the requests in the one store."""
+    from scrapy_politeness.jobdir.request_store import StoredHost
     from scrapy_politeness.scheduler.host_queue import MemoryHostQueue
 
     memory = _queue(mw.crawler)
@@ -651,7 +676,7 @@ def test_memory_hosts_keep_their_requests_on_deques_disk_hosts_in_scrapys_queue(
         q.push(Request(url("a.test", 1), priority=1))
         q.push(Request(url("a.test", 2), priority=5))
     assert isinstance(memory._index.hosts["a.test"].queue, MemoryHostQueue)
-    assert isinstance(disk._index.hosts["a.test"].queue, ScrapyPriorityQueue)
+    assert isinstance(disk._index.hosts["a.test"].queue, StoredHost)
     assert [r.url for r in drain(memory)] == [url("a.test", 2), url("a.test", 1)]
     assert [r.url for r in drain(disk)] == [url("a.test", 2), url("a.test", 1)]
     memory.close()

@@ -125,6 +125,15 @@ class DnsCache:
                 return entry[0]
         return self.MISS
 
+    def last_answer(self, hostname: str) -> object:
+        """The cached IP (None: a failure) even past its TTL, until evicted; else ``MISS``.
+
+        For a request the scheduler queue handed out just as its answer expired:
+        the queue looked it up, so the middleware need not wait for DNS again.
+        """
+        entry = self._cache.get(hostname)
+        return self.MISS if entry is None else entry[0]
+
     def failure(self, hostname: str) -> FailureKind:
         """Why ``hostname`` last failed to resolve (``DNS_ERROR`` when unknown)."""
         return self._failed.get(hostname, FailureKind.DNS_ERROR)

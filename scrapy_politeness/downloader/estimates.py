@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -76,6 +76,9 @@ class RequestBuckets:
         self.stats = stats
         self.routes = ProxyRoutes()  # names a proxy resolves: no DNS failure for the queue
         self.now = loop_now  # the clock the gate's instants are on (tests replace it)
+        # requests the plugin's scheduler queue handed out (it set this): their names were
+        # looked up there, so the middleware never waits for DNS for them
+        self.from_queue: Container[Request] = ()
 
     def readiness(self, request: Request) -> Readiness | None:
         """The gate's view of ``request`` without waiting (no DNS query: an
@@ -162,7 +165,8 @@ class RequestBuckets:
             return None
         ip = await self.address(hostname, key, loop, check,
                                 ask_again="retry_times" in request.meta,
-                                proxied=is_proxied(request))
+                                proxied=is_proxied(request),
+                                queued=request in self.from_queue)
         return key, ip
 
     async def resolve_only(self, hostname: str) -> None:
@@ -177,7 +181,7 @@ class RequestBuckets:
 
     async def address(self, hostname: str, key: str, loop: asyncio.AbstractEventLoop,
                       check: Callable[[str, float], None], *, ask_again: bool = False,
-                      proxied: bool = False) -> str | None:
+                      proxied: bool = False, queued: bool = False) -> str | None:
         """The IP the request will be accounted to; a name that does not resolve
         (fresh or from the negative cache) fails here, before the gate. ``check``
         raises for a host that must not wait (dead, parked, closing), also
@@ -187,13 +191,18 @@ class RequestBuckets:
         A ``proxied`` request never fails here: the proxy resolves its target,
         so a name that does not resolve locally is spaced by its host alone
         (None: no IP bucket); with ``POLITENESS_PROXY_LOCAL_DNS`` off it is
-        not looked up at all."""
+        not looked up at all. A ``queued`` request (handed out by the scheduler
+        queue, which re-resolves names itself) is never asked again here and
+        takes the last answer if it expired on its way."""
         check(key, loop.time())
         if proxied and not self.settings.proxy_local_dns:  # the name never leaves for our DNS
             self.stats.inc_value(STATS + "proxy/host_only")
             return None
         ip = self.dns.lookup(hostname)
-        if ip is None and ask_again and self.dns.transient(hostname):
+        if queued:
+            if ip is DnsCache.MISS:
+                ip = self.dns.last_answer(hostname)
+        elif ip is None and ask_again and self.dns.transient(hostname):
             ip = DnsCache.MISS
         if ip is DnsCache.MISS:
             ip = await self.dns.resolve(hostname, ask_again=ask_again)

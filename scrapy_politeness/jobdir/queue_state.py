@@ -1,9 +1,13 @@
-"""The scheduler queue under ``JOBDIR``: per-host directories, saved state, rescue.
+"""The scheduler queue's host queues, and under ``JOBDIR`` their saved state and rescue.
 
-Each host key has its disk queues in a directory named as Scrapy names its
-slots' (``scrapy_internals.path_safe``); the queue's ``close()`` returns
-``{key: priorities}`` and its constructor's ``startprios`` restores it, as for
-``DownloaderAwarePriorityQueue``.
+:class:`HostQueues` makes each host key's queue: with Scrapy's memory queues a
+``MemoryHostQueue``; under ``JOBDIR`` with Scrapy's pickle disk queues (the
+defaults) a :class:`~.request_store.StoredHost` in the one sqlite3 store,
+whose saved state is ``{" store": [requests]}``; with any other class a
+``ScrapyPriorityQueue`` per host, its disk queues in a directory named by
+``scrapy_internals.path_safe`` and its saved state ``{key: priorities}``, as
+for ``DownloaderAwarePriorityQueue``. A JOBDIR saved that way by an earlier
+version is moved into the store when it is resumed.
 """
 
 from __future__ import annotations
@@ -13,20 +17,31 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scrapy.pqueues import ScrapyPriorityQueue
+
+from scrapy_politeness.jobdir.request_store import (
+    STORE_STATE,
+    RequestStore,
+    StoredHost,
+    disk_order,
+)
 from scrapy_politeness.scheduler.host_heap import HostEntry
+from scrapy_politeness.scheduler.host_queue import MemoryHostQueue, memory_order
 from scrapy_politeness.scrapy_internals import path_safe
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.pqueues import QueueProtocol
     from scrapy.statscollectors import StatsCollector
 
     from scrapy_politeness.scheduler.handed_out import HandedOut
     from scrapy_politeness.scheduler.host_heap import HostHeap
     from scrapy_politeness.scheduler.host_queue import HostQueue
 
-__all__ = ["check_startprios", "host_dir", "reclaim", "rescue", "restore"]
+__all__ = ["HostQueues", "check_startprios", "host_dir", "reclaim", "rescue", "restore"]
 
 logger = logging.getLogger("scrapy_politeness.scheduler.queue")
 
@@ -93,3 +108,70 @@ def rescue(handed: HandedOut, push: Callable[[Request], None],
             stats.inc_value("politeness/scheduler/rescued", rescued)
         if lost:
             stats.inc_value("politeness/scheduler/lost_unserializable", lost)
+
+
+class HostQueues:
+    """Makes the host queues of one scheduler queue; owns the store under ``JOBDIR``."""
+
+    def __init__(self, crawler: Crawler, queue_cls: type[QueueProtocol], key: str,
+                 start_queue_cls: type[QueueProtocol] | None) -> None:
+        self.crawler = crawler
+        self.key = key
+        self.queue_cls = queue_cls
+        self.start_queue_cls = start_queue_cls
+        self.memory = memory_order(queue_cls, start_queue_cls)
+        order = disk_order(queue_cls, start_queue_cls) if key else None
+        self.store = None if order is None else RequestStore(key, crawler.spider, *order)
+
+    def make(self, host_key: str, startprios: Iterable[int] = ()) -> HostQueue:
+        if self.store is not None and not startprios:
+            return StoredHost(self.store, host_key)
+        if self.memory is not None and not startprios:
+            return MemoryHostQueue(*self.memory)
+        return ScrapyPriorityQueue(self.crawler, self.queue_cls, host_dir(self.key, host_key),
+                                   startprios, start_queue_cls=self.start_queue_cls)
+
+    def restore(self, saved: dict[str, Iterable[int]], index: HostHeap, now: float) -> int:
+        """Reopen what was saved into ``index``; the number of requests."""
+        store = self.store
+        if store is None:
+            return restore(saved, self.make, index, now)
+        old = {k: v for k, v in saved.items() if k != STORE_STATE}
+        if old:  # saved with a directory per host: into the store, once
+            self._move_into_store(old)
+        total = 0
+        for host_key, stored in store.hosts().items():
+            host = index.hosts[host_key] = HostEntry(host_key, StoredHost(store, host_key, stored))
+            host.since = now
+            index.enter(host, now)
+            total += stored
+        return total
+
+    def _move_into_store(self, saved: dict[str, Iterable[int]]) -> None:
+        assert self.store is not None
+        for host_key, prios in saved.items():
+            queue = self.make(host_key, prios)
+            while (request := queue.pop()) is not None:
+                self.store.push(host_key, request, in_order=True)
+            queue.close()
+            reclaim(self.key, host_key)
+        self.store.commit()
+
+    def reclaim(self, host_key: str) -> None:
+        """A host queue was closed: remove its directory (none in the store)."""
+        if self.store is None:
+            reclaim(self.key, host_key)
+
+    def close(self, hosts: Iterable[HostEntry]) -> dict[str, list[int]]:
+        """Close every host queue (and the store); the state to save."""
+        state = {}
+        for host in hosts:
+            if prios := host.queue.close():
+                state[host.key] = prios
+            else:
+                self.reclaim(host.key)
+        if self.store is not None:
+            stored = self.store.close()
+            if stored:
+                state[STORE_STATE] = [stored]
+        return state

@@ -46,6 +46,17 @@ class HostEntry:
         self.waited = 0.0
         self.counted = 0.0
 
+    def hold(self) -> None:
+        """Leave the heaps (the live entry goes stale) while the name is looked
+        up again; ``HostHeap.enter`` puts it back."""
+        group = self.group
+        if group is not None:
+            group.live -= 1
+            self.group = None
+        self.seq = 0
+        self.readiness = None
+        self.finishing = False
+
 
 class IPGroup:
     """The hosts of one IP bucket, by their own estimates. ``seq`` names the

@@ -22,11 +22,15 @@ from typing import TYPE_CHECKING, TypeAlias
 from scrapy.pqueues import ScrapyPriorityQueue
 from scrapy.squeues import FifoMemoryQueue, LifoMemoryQueue
 
+from scrapy_politeness.jobdir.request_store import StoredHost
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.pqueues import QueueProtocol
 
-__all__ = ["HostQueue", "MemoryHostQueue", "memory_order"]
+__all__ = ["SMALL", "HostQueue", "MemoryHostQueue", "memory_order"]
+
+SMALL = 8  # requests a host keeps in its compact list (a list pops its front in O(n))
 
 # class -> pops the newest first
 _ORDER: dict[object, bool] = {FifoMemoryQueue: False, LifoMemoryQueue: True}
@@ -52,14 +56,20 @@ class MemoryHostQueue:
     ``2 * -priority + is_start``: the smallest key is the next queue, which
     puts the lowest ``-priority`` first and, at one priority, the other
     requests before the start requests, as ``ScrapyPriorityQueue.pop`` does.
+
+    Most hosts of a broad crawl hold a request or two, all under one key: those
+    keep them in one short list (``_few``, a few dozen bytes) instead of a dict
+    of deques (about 900 bytes a host); a second key or more than ``SMALL``
+    requests spreads them, and an emptied queue is compact again.
     """
 
-    __slots__ = ("_len", "_lifo", "_queues", "_start_lifo", "curkey")
+    __slots__ = ("_few", "_len", "_lifo", "_queues", "_start_lifo", "curkey")
 
     def __init__(self, lifo: bool, start_lifo: bool | None) -> None:
         self._lifo = lifo
         self._start_lifo = start_lifo  # None: start requests share the other queues
-        self._queues: dict[int, deque[Request]] = {}
+        self._few: list[Request] | None = None  # every request, all under curkey (compact)
+        self._queues: dict[int, deque[Request]] | None = None  # spread; None: compact
         self.curkey: int | None = None
         self._len = 0
 
@@ -67,11 +77,26 @@ class MemoryHostQueue:
         key = -2 * request.priority
         if self._start_lifo is not None and request.meta.get("is_start_request", False):
             key += 1
-        q = self._queues.get(key)
-        if q is None:
-            q = self._queues[key] = deque()
-        q.append(request)
         self._len += 1
+        queues = self._queues
+        if queues is None:
+            few = self._few
+            if not few:
+                if few is None:
+                    self._few = [request]
+                else:
+                    few.append(request)
+                self.curkey = key
+                return
+            if key == self.curkey and len(few) < SMALL:
+                few.append(request)
+                return
+            queues = self._queues = {self.curkey: deque(few)}  # type: ignore[dict-item]
+            self._few = None
+        q = queues.get(key)
+        if q is None:
+            q = queues[key] = deque()
+        q.append(request)
         if self.curkey is None or key < self.curkey:
             self.curkey = key
 
@@ -79,15 +104,29 @@ class MemoryHostQueue:
         key = self.curkey
         if key is None:
             return None
-        q = self._queues[key]  # curkey always names a non-empty queue
         lifo = self._start_lifo if key & 1 else self._lifo
+        queues = self._queues
+        if queues is None:
+            few: list[Request] = self._few  # type: ignore[assignment]  # curkey: not empty
+            if not remove:
+                return few[-1] if lifo else few[0]
+            self._len -= 1
+            request = few.pop() if lifo else few.pop(0)
+            if not few:
+                self.curkey = None
+            return request
+        q = queues[key]  # curkey always names a non-empty queue
         if not remove:
             return q[-1] if lifo else q[0]
         request = q.pop() if lifo else q.popleft()
         self._len -= 1
         if not q:
-            del self._queues[key]
-            self.curkey = min(self._queues) if self._queues else None
+            del queues[key]
+            if queues:
+                self.curkey = min(queues)
+            else:  # compact again
+                self.curkey = None
+                self._queues = None
         return request
 
     def pop(self) -> Request | None:
@@ -100,8 +139,11 @@ class MemoryHostQueue:
 
     def close(self) -> list[int]:
         """The priorities still holding requests (dropped: memory does not persist)."""
-        prios = sorted({key >> 1 for key in self._queues})  # floor: 2p + 1 >> 1 == p
-        self._queues.clear()
+        if self._queues is None:
+            prios = [] if self.curkey is None else [self.curkey >> 1]
+        else:  # floor: 2p + 1 >> 1 == p
+            prios = sorted({key >> 1 for key in self._queues})
+        self._queues = self._few = None
         self.curkey = None
         self._len = 0
         return prios
@@ -110,4 +152,4 @@ class MemoryHostQueue:
         return self._len
 
 
-HostQueue: TypeAlias = ScrapyPriorityQueue | MemoryHostQueue
+HostQueue: TypeAlias = ScrapyPriorityQueue | MemoryHostQueue | StoredHost

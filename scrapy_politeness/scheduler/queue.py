@@ -7,8 +7,9 @@ handed out that the gate has not released yet), else answers ``None`` and
 wakes the engine at the soonest eligible instant. The middleware's gate stays
 the enforcement point: nothing starts before both buckets allow it.
 
-Each new host name is resolved when its first request is enqueued, so the IP
-bucket is known when the queue chooses. One queue per host key keeps Scrapy's
+Each new host name is resolved while its first request waits here (a few
+lookups at a time, in the order the hosts will be needed: :mod:`.lookups`), so
+the IP bucket is known when the queue chooses. One queue per host key keeps Scrapy's
 priorities and order (:mod:`.host_queue`); the hosts' heap is in
 :mod:`.host_heap`, ``JOBDIR`` state in :mod:`scrapy_politeness.jobdir.queue_state`.
 """
@@ -18,19 +19,16 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy import Request
-from scrapy.pqueues import ScrapyPriorityQueue
 from scrapy.utils.httpobj import urlparse_cached
 
-from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.estimates import IGNORED
 from scrapy_politeness.jobdir import queue_state as saved_state
-from scrapy_politeness.policy import ip_literal
 from scrapy_politeness.scheduler.handed_out import Waker, gate_of, handed_out_for
 from scrapy_politeness.scheduler.host_heap import HostEntry, HostHeap
-from scrapy_politeness.scheduler.host_queue import HostQueue, MemoryHostQueue, memory_order
+from scrapy_politeness.scheduler.lookups import HOLD_PER_POP, QueueLookups
 from scrapy_politeness.scheduler.waits import SchedulerWaits
 from scrapy_politeness.scrapy_internals import wake_engine
 
@@ -83,9 +81,8 @@ class PolitenessAwarePriorityQueue:
         saved = saved_state.check_startprios(self, startprios)
         self.crawler = crawler
         self.downstream_queue_cls = downstream_queue_cls
-        self._start_queue_cls = start_queue_cls
-        self._memory = memory_order(downstream_queue_cls, start_queue_cls)
         self.key = key
+        self._queues = saved_state.HostQueues(crawler, downstream_queue_cls, key, start_queue_cls)
         self._mw = gate_of(crawler)
         self._handed = handed_out_for(crawler)
         self._handed.add_queue(self)
@@ -94,19 +91,16 @@ class PolitenessAwarePriorityQueue:
         self._len = 0
         self._waker = Waker(crawler, None if self._mw is None else self._woke)
         self._waits: SchedulerWaits | None = None
+        self._lookups: QueueLookups | None = None
         if self._mw is not None:
             self._mw.add_listener(self._retime)
             self._waits = SchedulerWaits(self._index, self._mw.hosts)
             self._mw.observer.watch(self._waits)
+            self._lookups = QueueLookups(self._mw.dns, self._mw.settings.dns_concurrency,
+                                         self._index, self._looked_up)
+            self._mw.buckets.from_queue = self._handed.requests  # never awaits DNS for these
         now = clock() if self._mw is not None else self._tick
-        self._len = saved_state.restore(saved, self._pqfactory, self._index, now)
-
-    def _pqfactory(self, host_key: str, startprios: Iterable[int] = ()) -> HostQueue:
-        if self._memory is not None and not startprios:
-            return MemoryHostQueue(*self._memory)
-        return ScrapyPriorityQueue(
-            self.crawler, self.downstream_queue_cls, saved_state.host_dir(self.key, host_key),
-            startprios, start_queue_cls=self._start_queue_cls)
+        self._len = self._queues.restore(saved, self._index, now)
 
     # -- estimates ---------------------------------------------------------
 
@@ -147,21 +141,11 @@ class PolitenessAwarePriorityQueue:
         """A late wake-up reveals a loop stall, as a late gate timer."""
         self._mw.slip.timer_fired(expected, clock())  # type: ignore[union-attr]
 
-    def _resolve(self, key: str, host: HostEntry, hostname: str) -> None:
-        """Look ``hostname`` up in the background; enter the host once it is known."""
-        assert self._mw is not None
-        try:  # the cache's own single-flight task, which the cache holds until it ends
-            lookup = self._mw.dns.flight(hostname)
-        except RuntimeError:  # no event loop: the gate resolves it when it gets there
-            self._index.enter(host, clock())
-            return
-
-        def done(_: asyncio.Task[Any]) -> None:
-            if self._index.hosts.get(key) is host and not host.seq and host.queue:
-                self._index.enter(host, self._own(host))
-                wake_engine(self.crawler)
-
-        lookup.add_done_callback(done)
+    def _looked_up(self, key: str) -> None:  # its lookup ended: the cache has the outcome
+        host = self._index.hosts.get(key)
+        if host is not None and not host.seq and host.queue and key not in self._index.idle:
+            self._index.enter(host, self._own(host))
+            wake_engine(self.crawler)
 
     # -- the queue protocol ------------------------------------------------
 
@@ -175,11 +159,14 @@ class PolitenessAwarePriorityQueue:
             self._len += 1
             if self._waits is not None:
                 self._waits.count(host, before, clock())
+            if "retry_times" in request.meta and self._lookups is not None \
+                    and self._lookups.retry(host, request):
+                return  # waits for its name to be looked up again
             if host.seq or key not in index.idle:
                 return  # in the heap already, or its name is being resolved
             index.wake(key)
         else:
-            host = HostEntry(key, self._pqfactory(key))
+            host = HostEntry(key, self._queues.make(key))
             try:
                 host.queue.push(request)
             except BaseException:
@@ -195,10 +182,10 @@ class PolitenessAwarePriorityQueue:
         if key == IGNORED:
             index.enter(host, now)
             return
-        hostname = host.hostname = urlparse_cached(request).hostname
-        if (hostname is not None and mw.dns.lookup(hostname) is DnsCache.MISS
-                and ip_literal(hostname) is None and not mw.buckets.skips_lookup(hostname)):
-            self._resolve(key, host, hostname)
+        hostname = urlparse_cached(request).hostname
+        host.hostname = hostname = key if hostname == key else hostname  # one string, not two
+        if (hostname is not None and not mw.buckets.skips_lookup(hostname)
+                and self._lookups.first(key, hostname, request)):  # type: ignore[union-attr]
             return
         index.enter(host, self._own(host))
 
@@ -214,6 +201,7 @@ class PolitenessAwarePriorityQueue:
             handed.sweep(now, force=not index and not handed.any_pending())
         for stale in index.expired(now) if index.idle else ():
             self._remove(stale)
+        held = 0
         while True:
             if mw is None:
                 key, fresh, soonest = index.top(), now, now
@@ -225,6 +213,12 @@ class PolitenessAwarePriorityQueue:
                 self._waker.arm(soonest - _LEAD)
                 return None
             host = index.hosts[key]
+            if mw is not None and key != IGNORED and \
+                    self._lookups.known(host):  # type: ignore[union-attr]
+                held += 1  # waits for its name to be looked up (again), or re-timed
+                if held >= HOLD_PER_POP:  # each wakes the engine when it is ready
+                    return None
+                continue
             request = host.queue.pop()
             if request is None:  # a queue that claimed more than it had
                 self._len -= len(host.queue)
@@ -274,7 +268,7 @@ class PolitenessAwarePriorityQueue:
 
     def _remove(self, key: str) -> None:
         self._index.pop_host(key).queue.close()
-        saved_state.reclaim(self.key, key)
+        self._queues.reclaim(key)
 
     def close(self) -> dict[str, list[int]]:
         """Close every host queue; the state to persist is ``{key: priorities}``. A disk
@@ -282,13 +276,10 @@ class PolitenessAwarePriorityQueue:
         downloader (:func:`~scrapy_politeness.jobdir.queue_state.rescue`)."""
         if self.key:
             saved_state.rescue(self._handed, self.push, self.crawler.stats)
-        state = {}
-        for key, host in self._index.hosts.items():
-            if prios := host.queue.close():
-                state[key] = prios
-            else:
-                saved_state.reclaim(self.key, key)
+        state = self._queues.close(self._index.hosts.values())
         self._index.clear()
+        if self._lookups is not None:
+            self._lookups.clear()
         self._len = 0
         return state
 

@@ -16,6 +16,16 @@ at once (half of ``CONCURRENT_REQUESTS``), so a crawl that schedules thousands
 of new hosts does not open thousands of downloads; the rest wait here in
 scheduling order, and a host's page handed out first simply fetches its
 robots.txt the usual way (the middleware shares one fetch per netloc).
+
+What waits here is the netloc (``scheme://netloc``), not the host's first
+Request: that request belongs to the scheduler (on disk under ``JOBDIR``),
+and the robots middleware needs only its scheme and netloc (a stand-in is made
+when the fetch starts; a request carrying its own User-Agent is kept, for the
+Crawl-delay rule it names). At most ``PENDING_MAX`` netlocs wait; past that a
+host fetches its robots.txt the usual way. The netlocs already seen are kept in
+two generations of at most ``SEEN_MAX // 2`` each: when the newer one fills,
+the older is forgotten, never all at once (a forgotten netloc costs a look in
+the robots middleware's own map, no second fetch).
 """
 
 from __future__ import annotations
@@ -26,14 +36,13 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from scrapy import signals
+from scrapy import Request, signals
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
 if TYPE_CHECKING:
-    from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
@@ -44,7 +53,8 @@ __all__ = ["RobotsPrefetch"]
 logger = logging.getLogger(__name__)
 
 _SCHEMES = frozenset(("http", "https"))
-_SEEN_MAX = 1_000_000  # netlocs remembered; past this the robots middleware's own map decides
+SEEN_MAX = 200_000  # netlocs remembered (two generations); past that the middleware's map decides
+PENDING_MAX = 10_000  # netlocs waiting for a fetch slot
 
 
 class RobotsPrefetch:
@@ -58,8 +68,9 @@ class RobotsPrefetch:
         self._robots: RobotsTxtMiddleware | None = None
         self._offsite: OffsiteMiddleware | None = None
         self._looked_up = False
-        self._seen: set[str] = set()
-        self._pending: deque[Request] = deque()
+        self._seen: set[str] = set()  # the newer generation
+        self._older: set[str] = set()
+        self._pending: deque[str | Request] = deque()  # scheme://netloc (see the module)
         self._tasks: set[asyncio.Future[Any]] = set()
 
     @classmethod
@@ -91,16 +102,21 @@ class RobotsPrefetch:
         if parsed.scheme not in _SCHEMES or not parsed.netloc:
             return
         netloc = parsed.netloc
-        if netloc in self._seen:
+        if netloc in self._seen or netloc in self._older:
             return
         if self._middleware() is None:  # ROBOTSTXT_OBEY off, or another robots middleware
             return
         if self._is_offsite(request):  # dropped before the robots middleware would see it
             return
-        if len(self._seen) >= _SEEN_MAX:
-            self._seen.clear()
+        if len(self._pending) >= PENDING_MAX:  # its page fetches it the usual way
+            self.stats.inc_value("politeness/robots/not_prefetched")
+            return
+        if len(self._seen) >= SEEN_MAX // 2:  # the older half is forgotten, not all at once
+            self._older = self._seen
+            self._seen = set()
         self._seen.add(netloc)
-        self._pending.append(request)
+        self._pending.append(request if b"User-Agent" in request.headers
+                             else f"{parsed.scheme}://{netloc}")
         self._start()
 
     def _is_offsite(self, request: Request) -> bool:
@@ -121,7 +137,8 @@ class RobotsPrefetch:
         robots = self._middleware()
         while robots is not None and self._pending and len(self._tasks) < self.limit \
                 and not self.closed:
-            request = self._pending.popleft()
+            waiting = self._pending.popleft()
+            request = Request(waiting + "/") if isinstance(waiting, str) else waiting
             # One fetch per netloc, shared with the page's own wait. A coroutine in
             # Scrapy 2.19; a Deferred or the parser itself in older releases.
             parser: Any = robots.robot_parser(request)
@@ -146,3 +163,5 @@ class RobotsPrefetch:
         """The spider closed: start nothing more."""
         self.closed = True
         self._pending.clear()
+        self._seen.clear()
+        self._older.clear()
