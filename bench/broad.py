@@ -31,30 +31,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .broad_configs import CONFIGS, MIB, settings_for
+from .broad_jobdir import jobdir_table, run_jobdir
 from .broad_judge import Traffic, rss_at, traffic
 from .broad_run import ChildRun, run_child
 from .broad_servers import BroadSpec, Dnsmasq, NginxCatchAll, binaries_missing
-from .runner import ADDON, progress
+from .runner import progress
 
-__all__ = ["CONFIGS", "SCENARIOS", "Row", "main", "run_scenario", "settings_for"]
+__all__ = ["SCENARIOS", "Row", "main", "run_scenario"]
 
-CONFIGS = ("plugin", "stock")
 # name -> (start list order, pages per host)
 SCENARIOS: dict[str, tuple[str, int | None]] = {
     "once": ("host-major", 1), "together": ("host-major", None), "twice": ("page-major", 2)}
-MIB = 1024.0
-
-
-def settings_for(config: str, dns: Dnsmasq, stock_delay: float) -> dict[str, Any]:
-    settings: dict[str, Any] = {"TWISTED_DNS_RESOLVER": "bench.broad_dns.DnsmasqResolver"}
-    if config == "plugin":
-        settings.update(ADDONS=ADDON, POLITENESS_DNS_NAMESERVERS=[dns.address],
-                        POLITENESS_DNS_HOSTS_FILE="")
-    elif config == "stock":
-        settings.update(DOWNLOAD_DELAY=stock_delay)
-    else:
-        raise ValueError(f"unknown configuration {config!r}")
-    return settings
 
 
 @dataclass(frozen=True)
@@ -185,8 +173,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .broad_jobdir import jobdir_table, run_jobdir
-
     args = parse(argv)
     missing = binaries_missing()
     if missing:

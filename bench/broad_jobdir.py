@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .broad import MIB, settings_for
+from .broad_configs import MIB, settings_for
 from .broad_judge import traffic
 from .broad_run import ChildRun, run_child
 from .broad_servers import BroadSpec, Dnsmasq, NginxCatchAll
