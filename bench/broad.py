@@ -11,7 +11,7 @@ addresses, robots.txt allowing all) and Debian's dnsmasq answers the names
 - ``together``: each host's pages together (robots.txt + ``--pages``), then never again;
 - ``twice``: a pass over the hosts, then a second one (robots.txt + 2 pages, page-major);
 - ``jobdir``: with ``JOBDIR`` and an open-file limit of 1,024, robots.txt + 2 pages per
-  host, stopped with SIGINT after ``--stop-after`` s, then resumed to the end
+  host, stopped with SIGINT ``--stop-after`` s into the crawl, then resumed to the end
   (:mod:`bench.broad_jobdir`).
 
 Configurations: ``plugin`` (the add-on, its defaults, the plugin's DNS pointed at
@@ -167,8 +167,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--stock-delay", type=float, default=1.0,
                         help="stock Scrapy's DOWNLOAD_DELAY (the plugin's start interval)")
     parser.add_argument("--stop-after", type=float, default=60.0,
-                        help="jobdir: SIGINT this many seconds after the launch")
+                        help="jobdir: SIGINT this many seconds after the first request")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--keep", type=Path,
+                        help="keep every crawl's job, log and JOBDIR in this directory")
     return parser.parse_args(argv)
 
 
@@ -186,9 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     servers = BroadSpec(biggest, args.ips)
     rows: list[Row] = []
     jobdir_lines: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="bench-broad-") as tmp, \
-            NginxCatchAll(servers, Path(tmp, "nginx")) as nginx, \
-            Dnsmasq(servers, Path(tmp, "dns")) as dns:
+    with tempfile.TemporaryDirectory(prefix="bench-broad-") as tmp_dir, \
+            NginxCatchAll(servers, Path(tmp_dir, "nginx")) as nginx, \
+            Dnsmasq(servers, Path(tmp_dir, "dns")) as dns:
+        tmp = str(args.keep or tmp_dir)
         for name in only:
             spec = BroadSpec(sizes[name] or args.hosts, args.ips)
             if name == "jobdir":

@@ -2,12 +2,12 @@
 
 Each configuration crawls robots.txt + 2 pages per host (page-major) with
 ``JOBDIR`` and ``RLIMIT_NOFILE`` 1,024 (``ulimit -n 1024``, set in the crawl
-process), is stopped with SIGINT after ``stop_after`` seconds as a user stops
-it, then resumed from the same JOBDIR until it finishes. Reported: "Too many
-open files" in either run, how the first run ended, its peak RSS, the files and
-directories in the JOBDIR after the stop, the seconds from the signal to the
-exit, and from nginx's log of both runs: pages never fetched and pages fetched
-more than once.
+process), is stopped with SIGINT ``stop_after`` seconds after nginx saw its
+first request, as a user stops it, then resumed from the same JOBDIR until it
+finishes. Reported: "Too many open files" in either run, how the first run
+ended, its peak RSS, the files and directories in the JOBDIR after the stop,
+the seconds from the signal to the exit, and from nginx's log of both runs:
+pages never fetched and pages fetched more than once.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def run_jobdir(spec: BroadSpec, *, nginx: NginxCatchAll, dns: Dnsmasq, configs: 
         progress(f"broad jobdir: {config}, {spec.hosts} hosts x (robots.txt + {PAGES} pages), "
                  f"ulimit -n {NOFILE}, SIGINT after {stop_after:.0f} s")
         first = run_child(job, workdir / f"jobdir-{config}" / "first", dns=dns.address,
-                          stop_after=stop_after)
+                          stop_after=stop_after, crawling=nginx.crawled)
         pages_first = traffic(nginx.log()).pages
         files, dirs = _count(jobdir)
         progress(f"  stopped: {pages_first} pages, {files} files in {dirs} directories, "

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,8 +57,9 @@ def _rss_kb(pid: int) -> int | None:
 
 
 def run_child(job: dict[str, Any], workdir: Path, *, dns: str, stop_after: float | None = None,
-              timeout: float = 3600.0) -> ChildRun:
-    """Run one crawl; with ``stop_after``, send SIGINT that many seconds after launch."""
+              crawling: Callable[[], bool] | None = None, timeout: float = 3600.0) -> ChildRun:
+    """Run one crawl; with ``stop_after``, send SIGINT that many seconds after launch,
+    or after ``crawling()`` first said yes (the servers saw a request)."""
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "result.json"
     out.unlink(missing_ok=True)
@@ -75,14 +77,17 @@ def run_child(job: dict[str, Any], workdir: Path, *, dns: str, stop_after: float
                                 cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=err)
         launched = time.monotonic()
+        clock = [None if crawling else launched]
 
         def sample() -> None:
             while not done.wait(0.25):
                 kb = _rss_kb(proc.pid)
                 if kb is not None:
                     samples.append((time.time(), kb))
-                if stop_after is not None and not stopped and \
-                        time.monotonic() - launched >= stop_after:
+                if clock[0] is None and crawling is not None and crawling():
+                    clock[0] = time.monotonic()
+                if stop_after is not None and not stopped and clock[0] is not None and \
+                        time.monotonic() - clock[0] >= stop_after:
                     stopped.append(time.time())
                     os.kill(proc.pid, signal.SIGINT)
                 if time.monotonic() - launched > timeout:

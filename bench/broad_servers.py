@@ -162,6 +162,10 @@ class NginxCatchAll:
         """Start the judged log afresh (nginx appends to the same open file)."""
         self.access_log.write_bytes(b"")
 
+    def crawled(self) -> bool:
+        """Whether a request came since the log was reset."""
+        return self.access_log.stat().st_size > 0
+
     def log(self) -> list[LogLine]:
         return read_log(self.access_log)
 
