@@ -25,6 +25,7 @@ The issue's sizes: ``--hosts-once 40000 --hosts-together 100000 --hosts-twice 20
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -95,6 +96,7 @@ def run_scenario(name: str, spec: BroadSpec, pages: int, *, nginx: NginxCatchAll
                "pages": pages, "idle": idle,
                "settings": settings_for(config, dns, stock_delay)}
         child = run_child(job, workdir / f"{name}-{config}", dns=dns.address)
+        shutil.copyfile(nginx.access_log, workdir / f"{name}-{config}" / "access.log")
         row = Row(name, config, child, traffic(nginx.log()), spec.hosts * pages)
         progress(f"  {_summary(row)}")
         rows.append(row)

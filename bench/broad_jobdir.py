@@ -13,6 +13,7 @@ pages never fetched and pages fetched more than once.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +69,7 @@ def run_jobdir(spec: BroadSpec, *, nginx: NginxCatchAll, dns: Dnsmasq, configs: 
         progress(f"  stopped: {pages_first} pages, {files} files in {dirs} directories, "
                  f"closed {first.close_seconds or 0:.1f} s after the signal; resuming")
         resumed = run_child(job, workdir / f"jobdir-{config}" / "resumed", dns=dns.address)
+        shutil.copyfile(nginx.access_log, workdir / f"jobdir-{config}" / "access.log")
         log = nginx.log()
         fetched = {(line.host, line.uri) for line in log
                    if line.uri != "/robots.txt" and line.status == 200}
