@@ -1,0 +1,123 @@
+"""One broad-bench crawl in its own process: ``python -m bench.broad_crawl job.json``.
+
+The job (JSON) gives the hosts (``hosts``, ``ips``: names as
+:class:`bench.broad_servers.BroadSpec` makes them), the nginx ``port``, the
+start list's ``order`` (``host-major``: each host's ``pages`` together;
+``page-major``: a pass over every host per page), ``settings``, ``idle``
+(seconds to stay open once no response came, so that the RSS after the hosts
+went idle can be read), ``nofile`` (an open-file limit, as ``ulimit -n``) and
+``out``. The start list is yielded lazily, one request at a time. Instants
+are ``time.time()`` so that they compare with nginx's ``$msec``.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import scrapy
+from scrapy import signals
+from scrapy.crawler import CrawlerProcess
+from scrapy.exceptions import DontCloseSpider
+from scrapy.http import Response
+
+from .broad_servers import BroadSpec
+
+BASE_SETTINGS: dict[str, Any] = {
+    "REMOTE_CONTROL_ENABLED": False,
+    "TELNETCONSOLE_ENABLED": False,
+    "LOG_LEVEL": "WARNING",
+    "ROBOTSTXT_OBEY": True,
+    "CONCURRENT_REQUESTS": 64,
+}
+
+
+def start_urls(spec: BroadSpec, port: int, order: str, pages: int) -> Any:
+    """The start list, generated (never held whole)."""
+    if order == "host-major":
+        for i in range(spec.hosts):
+            for p in range(pages):
+                yield f"http://{spec.host(i)}:{port}/p{p}"
+    elif order == "page-major":
+        for p in range(pages):
+            for i in range(spec.hosts):
+                yield f"http://{spec.host(i)}:{port}/p{p}"
+    else:
+        raise ValueError(f"order {order!r}")
+
+
+class BroadSpider(scrapy.Spider):
+    name = "broad"
+
+    def __init__(self, job: dict[str, Any], marks: dict[str, float], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job = job
+        self.marks = marks
+
+    async def start(self) -> AsyncIterator[Any]:
+        job = self.job
+        urls = start_urls(BroadSpec(job["hosts"], job["ips"]), job["port"], job["order"],
+                          job["pages"])
+        self.marks["start_first"] = time.time()
+        for url in urls:
+            yield scrapy.Request(url)
+        self.marks["start_done"] = time.time()
+        self.marks["start_done_cpu"] = time.process_time()
+
+    def parse(self, response: Response) -> None:
+        """Nothing to extract: the bench judges the requests, not the items."""
+        return None
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
+
+
+def main(path: str) -> None:
+    with open(path, encoding="utf-8") as fh:
+        job = json.load(fh)
+    if job.get("nofile"):
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (job["nofile"], hard))
+    marks: dict[str, float] = {"launch": time.time()}
+    process = CrawlerProcess({**BASE_SETTINGS, **job["settings"]})
+    crawler = process.create_crawler(BroadSpider)
+    idle_for = float(job.get("idle", 0.0))
+    seen = {"count": -1, "since": 0.0}
+
+    def started() -> None:
+        marks["engine_started"], marks["engine_started_cpu"] = time.time(), time.process_time()
+
+    def idle() -> None:
+        """Keep the spider open until no response came for ``idle_for`` seconds."""
+        assert crawler.stats is not None
+        count = crawler.stats.get_value("response_received_count", 0)
+        now = time.time()
+        if count != seen["count"]:
+            seen["count"], seen["since"] = count, now
+            marks.setdefault("first_idle", now)
+        if now - seen["since"] < idle_for:
+            raise DontCloseSpider
+
+    def closed() -> None:
+        marks["closed"], marks["closed_cpu"] = time.time(), time.process_time()
+
+    crawler.signals.connect(started, signal=signals.engine_started)
+    crawler.signals.connect(idle, signal=signals.spider_idle)
+    crawler.signals.connect(closed, signal=signals.spider_closed)
+    process.crawl(crawler, job=job, marks=marks)
+    process.start()
+    assert crawler.stats is not None
+    result = {"stats": {k: _plain(v) for k, v in crawler.stats.get_stats().items()},
+              "marks": marks,
+              "queue": str(crawler.settings.get("SCHEDULER_PRIORITY_QUEUE"))}
+    with open(job["out"], "w", encoding="utf-8") as fh:
+        json.dump(result, fh)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,102 @@
+"""The broad bench's JOBDIR variant: a crawl that lasts days, at the usual open-file limit.
+
+Each configuration crawls robots.txt + 2 pages per host (page-major) with
+``JOBDIR`` and ``RLIMIT_NOFILE`` 1,024 (``ulimit -n 1024``, set in the crawl
+process), is stopped with SIGINT ``stop_after`` seconds after nginx saw its
+first request, as a user stops it, then resumed from the same JOBDIR until it
+finishes. Reported: "Too many open files" in either run, how the first run
+ended, its peak RSS, the files and directories in the JOBDIR after the stop,
+the seconds from the signal to the exit, and from nginx's log of both runs:
+pages never fetched and pages fetched more than once.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .broad_configs import MIB, settings_for
+from .broad_judge import traffic
+from .broad_run import ChildRun, run_child
+from .broad_servers import BroadSpec, Dnsmasq, NginxCatchAll
+from .runner import progress
+
+__all__ = ["NOFILE", "PAGES", "JobdirRow", "jobdir_table", "run_jobdir"]
+
+NOFILE = 1024
+PAGES = 2
+
+
+@dataclass(frozen=True)
+class JobdirRow:
+    config: str
+    first: ChildRun
+    resumed: ChildRun
+    pages_first: int  # pages fetched by the stopped run
+    files: int  # in the JOBDIR after the stop
+    dirs: int
+    missing: int  # pages never fetched after the resume
+    repeated: int  # page fetches beyond the first of their URL
+    expected: int
+    violations: tuple[int, int]  # host / IP, over both runs
+
+
+def _count(root: Path) -> tuple[int, int]:
+    files = dirs = 0
+    for _, dirnames, filenames in os.walk(root):
+        files += len(filenames)
+        dirs += len(dirnames)
+    return files, dirs
+
+
+def run_jobdir(spec: BroadSpec, *, nginx: NginxCatchAll, dns: Dnsmasq, configs: tuple[str, ...],
+               workdir: Path, stop_after: float, stock_delay: float) -> list[JobdirRow]:
+    rows = []
+    for config in configs:
+        nginx.reset_log()
+        jobdir = workdir / f"jobdir-{config}" / "state"
+        job = {"hosts": spec.hosts, "ips": spec.ips, "port": nginx.port, "order": "page-major",
+               "pages": PAGES, "idle": 0.0, "nofile": NOFILE,
+               "settings": {**settings_for(config, dns, stock_delay), "JOBDIR": str(jobdir)}}
+        progress(f"broad jobdir: {config}, {spec.hosts} hosts x (robots.txt + {PAGES} pages), "
+                 f"ulimit -n {NOFILE}, SIGINT after {stop_after:.0f} s")
+        first = run_child(job, workdir / f"jobdir-{config}" / "first", dns=dns.address,
+                          stop_after=stop_after, crawling=nginx.crawled)
+        pages_first = traffic(nginx.log()).pages
+        files, dirs = _count(jobdir)
+        progress(f"  stopped: {pages_first} pages, {files} files in {dirs} directories, "
+                 f"closed {first.close_seconds or 0:.1f} s after the signal; resuming")
+        resumed = run_child(job, workdir / f"jobdir-{config}" / "resumed", dns=dns.address)
+        shutil.copyfile(nginx.access_log, workdir / f"jobdir-{config}" / "access.log")
+        log = nginx.log()
+        fetched = {(line.host, line.uri) for line in log
+                   if line.uri != "/robots.txt" and line.status == 200}
+        both = traffic(log)
+        rows.append(JobdirRow(config, first, resumed, pages_first, files, dirs,
+                              spec.hosts * PAGES - len(fetched), both.repeated,
+                              spec.hosts * PAGES, (both.host_viol, both.ip_viol)))
+    return rows
+
+
+def _end(run: ChildRun) -> str:
+    reason = run.result.get("stats", {}).get("finish_reason")
+    return str(reason) if reason else f"exit {run.exit_code}"
+
+
+def jobdir_table(rows: list[JobdirRow]) -> list[str]:
+    lines = ["| crawler | hosts x pages | first run: end | pages fetched | peak RSS MiB | "
+             "files / dirs in JOBDIR | close after SIGINT (s) | \"Too many open files\" | "
+             "resumed: end | pages missing | pages fetched twice | host / IP viol. |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        close = r.first.close_seconds
+        errors = r.first.log.count("Too many open files") + r.resumed.log.count(
+            "Too many open files")
+        lines.append(
+            f"| {r.config} | {r.expected // PAGES} x {PAGES} | {_end(r.first)} | "
+            f"{r.pages_first} | {r.first.peak_rss_kb / MIB:.0f} | {r.files} / {r.dirs} | "
+            f"{'-' if close is None else format(close, '.1f')} | {errors} | {_end(r.resumed)} | "
+            f"{r.missing} | {r.repeated} | {r.violations[0]} / {r.violations[1]} |")
+    return lines
