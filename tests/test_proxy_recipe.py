@@ -113,7 +113,7 @@ def test_the_demo_farm_recipe_crawls_through_tinyproxy(tmp_path: Path) -> None:
         proxy_log.close()
     log = crawl.stdout + crawl.stderr
     assert crawl.returncode == 0, log[-4000:]
-    assert "Politeness report (hosts that waited most):" in log
+    assert "Politeness report (hosts that held the crawl longest):" in log
     assert "Host broken.farm.test declared dead" in log
     assert "'politeness/proxy/errors'" not in log, log[-4000:]
     assert "'downloader/response_status_count/200'" in log
