@@ -177,14 +177,16 @@ class PolitenessMiddleware:
         loop = self.driver.loop
         if loop is None:
             loop = self.loop = asyncio.get_running_loop()
+        proxied = is_proxied(request)
         ip = await self.buckets.address(hostname, key, loop, self.dropped.check,
                                         ask_again="retry_times" in request.meta,
-                                        proxied=is_proxied(request))
+                                        proxied=proxied)
         submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
         booked = booked_start(request, bucket)  # by the scrapy-redis frontier's pop
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
-        dispatch = self._dispatched[request] = Dispatch(key, release.at, ip)  # holds a slot
+        dispatch = self._dispatched[request] = Dispatch(  # holds a slot
+            key, release.at, ip, proxied=proxied)
         booked_slip = math.inf
         state = self.hosts.get(key)
         if booked is not None:  # that booking is the shared spend; a later send is reported
