@@ -21,6 +21,7 @@ from scrapy_politeness.distributed.booking import (
     put_late_in_force,
     start_as_booked,
 )
+from scrapy_politeness.downloader.proxies import is_proxied
 from scrapy_politeness.downloader.send_lateness import Dispatch, late_allowance
 
 if TYPE_CHECKING:
@@ -73,7 +74,8 @@ class Sender:
         """Send ``request``, released by the gate (``release``) after it came at
         ``submitted``; ``ip`` its address, ``bucket`` its IP bucket (None: none)."""
         key = release.key
-        dispatch = self.held[request] = Dispatch(key, release.at, ip)  # holds a slot
+        dispatch = self.held[request] = Dispatch(  # holds a slot
+            key, release.at, ip, proxied=is_proxied(request))
         state = self.hosts.get(key)
         shared = self.shared
         booking = booked_start(request, bucket)  # by the scrapy-redis frontier's pop

@@ -180,3 +180,21 @@ def test_a_stall_does_not_inflate_the_slip_of_the_sends_after_it() -> None:
     mw.slip.spend_at_send(Release(object(), "b.test", "127.0.0.3", 0.1, 100.4), 100.4)
     assert mw.slip.lag <= STALL
     assert mw.ips.eligible_at("127.0.0.3") <= 100.4 + 2 * STALL + 0.1
+
+
+def test_a_proxied_answer_spaces_the_next_start_from_the_answer() -> None:
+    """Behind a proxy the way there varies request by request: this one took
+    70 ms to reach the site, its answer 20 ms to come back, while the host's
+    usual latency is 50 ms. Counting the usual latency as the way back puts
+    the read at 100.051, 19 ms before the site saw it; the answer bounds it."""
+    mw = _mw(POLITENESS_DEFAULT=0.4, POLITENESS_FLOOR=0.4, POLITENESS_SEND_MARGIN=0.01)
+    state = mw.hosts.get("a.test")
+    state.latency = 0.05
+    request = Request("http://a.test/", meta={"proxy": "http://127.0.0.9:8888"})
+    dispatch = mw._dispatched[request] = _Dispatch("a.test", 100.0, None, proxied=True)
+    mw.slip.sent(dispatch, 100.001, state)
+    _loop_at(mw, 100.101)  # the site read it at 100.071; the headers came at 100.101
+    request.meta["download_latency"] = 0.1
+    mw._headers_received(request)
+    assert state.eligible_at() + 0.01 >= 100.071 + 0.4  # the gate adds the 0.01 margin
+    assert state.eligible_at() + 0.01 == pytest.approx(100.101 + 0.4)

@@ -13,7 +13,8 @@ request, so a slow loop turn can widen a gap but never shorten it:
   The gate asks the same before every release (:meth:`SendSlip.check`), for
   a turn that is running long still;
 - once headers arrive, the download's real start (and whatever the first byte
-  took beyond the host's usual latency) moves the buckets again.
+  took beyond the host's usual latency) moves the buckets again; behind a
+  proxy, whose forwarding delay varies, the answer itself.
 
 With a shared backend, a start later than its booking allowed for is pushed to the
 shared buckets too, so other processes space from the real start.
@@ -69,6 +70,7 @@ class Dispatch:
     cold: bool = False  # sent with no kept-alive connection of its host known idle
     busy: float = 0.0  # the loop's accumulated lateness at the send (LoopMonitor.busy)
     loop_lag: float = math.nan  # the loop's lateness from the send to its headers
+    proxied: bool = False  # through a proxy: its forwarding delay varies request by request
 
 
 class LateArrivals(Protocol):
@@ -218,7 +220,11 @@ class SendSlip:
         own = latency - lag if lag > 0.0 else latency  # nan (not measured): False
         self.conns.answered(dispatch.key, dispatch.ip, dispatch.cold, own - usual)
         dispatch.cold = False  # headers once: the connection's set-up is learnt
-        arrived = now - (usual if usual < latency else latency)
+        # Behind a proxy the way there varies request by request (a new connection
+        # to the proxy, its own lookup and connection to the site), so no share of
+        # the latency is known to be the way back: only the answer bounds the read.
+        back = 0.0 if dispatch.proxied else (usual if usual < latency else latency)
+        arrived = now - back
         if self.shared is not None:
             self.spend(state, dispatch.ip, arrived)
             if arrived - dispatch.at > dispatch.booked_slip:
