@@ -65,3 +65,60 @@ def test_a_crawl_of_1500_hosts_at_1024_open_files_fetches_every_page(
     assert proc.returncode == 0, log[-3000:]
     fetched = {a.host for a in farm.arrivals() if a.path == "/p/0"}
     assert fetched == set(names), f"{len(fetched)} of {HOSTS} fetched"
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def loseConnection(self) -> None:  # Twisted's name
+        self.closed = True
+
+
+class _Idle:
+    """A connection as the pool sees it when its answer is done."""
+
+    state = "QUIESCENT"
+
+    def __init__(self) -> None:
+        self.transport = _Transport()
+
+
+def _bounded_pool(budget: int) -> Any:
+    from scrapy.utils.test import get_crawler
+    from twisted.internet.task import Clock
+
+    from scrapy_politeness.downloader.http_handler import BoundedIdleHTTP11DownloadHandler
+    from scrapy_politeness.scrapy_internals import bound_idle_connections
+
+    handler = BoundedIdleHTTP11DownloadHandler(get_crawler())
+    assert bound_idle_connections(handler, budget)
+    pool = handler._pool
+    pool._reactor = Clock()  # the 240 s closes on a clock of the test's own
+    return pool
+
+
+def test_over_the_budget_the_least_recently_used_idle_connection_closes() -> None:
+    pool = _bounded_pool(2)
+    a, b, c = _Idle(), _Idle(), _Idle()
+    pool._putConnection("a", a)
+    pool._putConnection("b", b)
+    pool.getConnection("a", None)  # host a is still being crawled: takes its connection
+    pool._putConnection("a", a)  # and puts it back: now the most recent
+    pool._putConnection("c", c)
+    assert (a.transport.closed, b.transport.closed, c.transport.closed) == (False, True, False)
+    reused = pool.getConnection("a", None)  # no endpoint: opening a new one would raise
+    assert reused.called
+    assert not a.transport.closed
+
+
+def test_the_addon_bounds_http_and_https_unless_the_user_chose_a_handler() -> None:
+    from scrapy.settings import Settings
+
+    from scrapy_politeness import Addon
+
+    settings = Settings({"DOWNLOAD_HANDLERS": {"https": "my.Handler"}})
+    Addon().update_settings(settings)
+    handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
+    assert handlers["http"].endswith("BoundedIdleHTTP11DownloadHandler")
+    assert handlers["https"] == "my.Handler"
