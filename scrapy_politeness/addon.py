@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 _MW_PATH = "scrapy_politeness.PolitenessMiddleware"
 _PQ_PATH = "scrapy_politeness.pqueue.PolitenessAwarePriorityQueue"
 _FRONTIER_PATH = "scrapy_politeness.frontier.PolitenessFrontierQueue"
+_HTTP_HANDLER_PATH = "scrapy_politeness.downloader.http_handler.BoundedIdleHTTP11DownloadHandler"
 
 
 def _is(component: Any, cls: type) -> bool:
@@ -73,6 +74,7 @@ class Addon:
         _force(settings, "DOWNLOAD_DELAY_JITTER", 0)
         self._queue(settings)
         _set_scheduler_queue(settings)
+        _set_http_handlers(settings)
 
     @staticmethod
     def _queue(settings: BaseSettings) -> None:
@@ -86,6 +88,16 @@ class Addon:
             logger.warning("scrapy-politeness keeps your SCHEDULER_PRIORITY_QUEUE %r: requests "
                            "held in the gate can then block others (%s is the gate-aware one)",
                            chosen, _PQ_PATH)
+
+
+def _set_http_handlers(settings: BaseSettings) -> None:
+    """Bound the idle connections of Scrapy's HTTP/1.1 handler by the open-file
+    limit (see :mod:`scrapy_politeness.downloader.http_handler`), for the
+    schemes whose handler the user did not choose."""
+    handlers = settings["DOWNLOAD_HANDLERS"]
+    for scheme in ("http", "https"):
+        if scheme not in handlers:
+            handlers[scheme] = _HTTP_HANDLER_PATH
 
 
 def _set_scheduler_queue(settings: BaseSettings) -> None:

@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import sys
+from collections import OrderedDict
 from typing import Any
 
-__all__ = ["START_REQUESTS", "downloader_active", "engine_closing", "engine_in_progress",
+from twisted.web.client import HTTPConnectionPool
+
+__all__ = ["START_REQUESTS", "bound_idle_connections", "downloader_active", "engine_closing",
+           "engine_in_progress",
            "exception_leaving", "missing", "path_safe", "start_requests_left",
            "switch_off_autothrottle", "wake_engine", "zero_slot_delay"]
 
@@ -168,6 +172,66 @@ def _scrapy_path_safe() -> Any:
     return _path_safe
 
 
+_POOL_INTERNALS = ("_putConnection", "_removeConnection", "_timeouts", "_connections",
+                   "_reactor", "_factory")
+
+
+class _BoundedIdlePool(HTTPConnectionPool):
+    """Twisted's pool, keeping at most ``budget`` idle connections over all hosts.
+
+    When one more would go over, the least recently used idle one closes: a
+    host still being crawled puts its connection back often and keeps it.
+    Private Twisted: ``_putConnection`` (where a connection turns idle),
+    ``_removeConnection`` (closes one idle connection) and ``_timeouts`` (the
+    idle connections, each with its 240 s close). Waits for a public bound on
+    the idle connections of ``HTTPConnectionPool``.
+    """
+
+    def __init__(self, reactor: Any, persistent: bool, budget: int) -> None:
+        super().__init__(reactor, persistent)  # type: ignore[no-untyped-call]
+        self.budget = budget
+        self._idle_order: OrderedDict[Any, Any] = OrderedDict()  # connection -> key, oldest first
+
+    def _putConnection(self, key: Any, connection: Any) -> None:
+        super()._putConnection(key, connection)  # type: ignore[no-untyped-call]
+        if connection not in self._timeouts:  # not taken into the pool
+            return
+        order = self._idle_order
+        order[connection] = key
+        order.move_to_end(connection)
+        while len(self._timeouts) > self.budget and order:
+            oldest, oldest_key = order.popitem(last=False)
+            if oldest in self._timeouts:  # else taken again or closed: nothing to do
+                self._removeConnection(oldest_key, oldest)  # type: ignore[no-untyped-call]
+        if len(order) > 2 * self.budget + 64:  # forget connections closed meanwhile
+            self._idle_order = OrderedDict(
+                (c, k) for c, k in order.items() if c in self._timeouts)
+
+
+def bound_idle_connections(handler: Any, budget: int) -> bool:
+    """Give Scrapy's HTTP/1.1 handler a pool of at most ``budget`` idle
+    connections (see :class:`_BoundedIdlePool`); whether it could.
+
+    Private Scrapy: ``HTTP11DownloadHandler._pool``. Waits for a public pool
+    setting of Scrapy's. False leaves Scrapy's own pool (idle connections
+    then close only after 240 s).
+    """
+    pool = getattr(handler, "_pool", None)
+    if not isinstance(pool, HTTPConnectionPool) or _pool_internals_missing(pool):
+        return False
+    bounded = _BoundedIdlePool(pool._reactor, pool.persistent, budget)
+    bounded.maxPersistentPerHost = pool.maxPersistentPerHost
+    bounded.cachedConnectionTimeout = pool.cachedConnectionTimeout
+    bounded.retryAutomatically = pool.retryAutomatically
+    bounded._factory = pool._factory
+    handler._pool = bounded
+    return True
+
+
+def _pool_internals_missing(pool: Any) -> list[str]:
+    return [f"HTTPConnectionPool.{name}" for name in _POOL_INTERNALS if not hasattr(pool, name)]
+
+
 def missing(crawler: Any) -> list[str]:
     """The private attributes this Scrapy no longer has (call once the engine is open)."""
     engine = _engine(crawler)
@@ -188,4 +252,12 @@ def missing(crawler: Any) -> list[str]:
         gone.append("engine.downloader.active")
     if not isinstance(getattr(downloader, "slots", None), dict):
         gone.append("engine.downloader.slots")
+    from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+
+    if "_pool" not in HTTP11DownloadHandler.__init__.__code__.co_names:
+        gone.append("HTTP11DownloadHandler._pool")
+    from twisted.internet import reactor
+
+    gone.extend(_pool_internals_missing(
+        HTTPConnectionPool(reactor)))  # type: ignore[no-untyped-call]
     return gone

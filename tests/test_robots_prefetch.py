@@ -76,3 +76,22 @@ def test_no_robots_txt_for_an_offsite_host(farm_factory: Any) -> None:
     assert hosts == {"on.farm.test"}
     assert result.stat("offsite/filtered") == 2
     assert result.stat("politeness/robots/prefetched") == 1
+
+
+def test_no_robots_txt_fetch_starts_once_the_engine_is_closing(farm_factory: Any) -> None:
+    """A crawl closed early (CLOSESPIDER_PAGECOUNT) with many robots.txt fetches
+    waiting: none may start after the engine began closing, or it outlives the
+    engine's slot and Scrapy fails on it (``'NoneType' ... 'nextcall'`` in
+    ``_download``, or ``assert self._slot is not None`` in ``download_async``)."""
+    ips = [f"127.0.0.{n}" for n in range(2, 6)]
+    names = [f"c{i:03d}.farm.test" for i in range(300)]
+    farm = farm_factory({"ips": ips, "hosts": {  # slow: fetches are in flight at the close
+        name: {"ip": ips[i % len(ips)], "pages": 1, "latency": 0.3}
+        for i, name in enumerate(names)}})
+    result = run_crawl([farm.url(name, "/p/0") for name in names], farm_settings(
+        farm, ROBOTSTXT_OBEY=True, CONCURRENT_REQUESTS=16, POLITENESS_DEFAULT=0.2,
+        POLITENESS_FLOOR=0.2, POLITENESS_IP_FLOOR=0.2, CLOSESPIDER_PAGECOUNT=20),
+        follow=False)
+    assert result.stat("finish_reason") == "closespider_pagecount"
+    assert "nextcall" not in result.log, result.log[-3000:]
+    assert "Traceback" not in result.log, result.log[-3000:]

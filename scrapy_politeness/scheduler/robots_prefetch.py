@@ -42,6 +42,8 @@ from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
+from scrapy_politeness.scrapy_internals import engine_closing
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
@@ -135,6 +137,9 @@ class RobotsPrefetch:
 
     def _start(self) -> None:
         robots = self._middleware()
+        if engine_closing(self.crawler):  # a fetch started now would outlive the engine's slot
+            self.close()
+            return
         while robots is not None and self._pending and len(self._tasks) < self.limit \
                 and not self.closed:
             waiting = self._pending.popleft()
