@@ -114,12 +114,12 @@ def test_the_demo_farm_recipe_crawls_through_tinyproxy(tmp_path: Path) -> None:
     log = crawl.stdout + crawl.stderr
     assert crawl.returncode == 0, log[-4000:]
     assert "Politeness report (hosts that held the crawl longest):" in log
-    assert "Host broken.farm.test declared dead" in log
+    assert "Host broken.farm.test suspended" in log
     assert "'politeness/proxy/errors'" not in log, log[-4000:]
     assert "'downloader/response_status_count/200'" in log
     log = no_lookup.stdout + no_lookup.stderr  # the page's variant: no local lookup
     assert no_lookup.returncode == 0, log[-4000:]
     assert "'politeness/dns/lookups': 0," in log, log[-4000:]
-    assert "Host broken.farm.test declared dead" in log
+    assert "Host broken.farm.test suspended" in log
     seen = (project / "proxy.log").read_text(errors="replace")
     assert "alpha.farm.test" in seen, seen[-2000:]  # the pages went through the proxy

@@ -48,10 +48,12 @@ class QueueLookups:
     cache has the outcome), or at once when its name needs none.
     """
 
-    __slots__ = ("_dns", "_done", "_flying", "_index", "_seq", "_waiting", "limit")
+    __slots__ = ("_dns", "_done", "_flying", "_index", "_seq", "_skips", "_waiting", "limit")
 
-    def __init__(self, dns: DnsCache, limit: int, index: HostHeap, done: Done) -> None:
+    def __init__(self, dns: DnsCache, limit: int, index: HostHeap, done: Done, *,
+                 skips: Callable[[str], bool] = lambda hostname: False) -> None:
         self._dns = dns
+        self._skips = skips  # names never looked up here (a proxy carries them, local DNS off)
         self._index = index
         self.limit = max(1, limit)
         self._done = done
@@ -78,7 +80,7 @@ class QueueLookups:
     def first(self, key: str, hostname: str, request: Request) -> bool:
         """A new host's first request: whether it waits for a lookup (a name not
         cached, or a retry's transient failure) rather than entering the heap."""
-        if ip_literal(hostname) is not None:
+        if ip_literal(hostname) is not None or self._skips(hostname):
             return False
         dns = self._dns
         found = dns.lookup(hostname)
@@ -133,7 +135,7 @@ class QueueLookups:
         waited: it waits for a new one here. Whether it now waits."""
         hostname = host.hostname
         if hostname is None or self._dns.lookup(hostname) is not DnsCache.MISS \
-                or ip_literal(hostname) is not None:
+                or ip_literal(hostname) is not None or self._skips(hostname):
             return False
         try:
             asyncio.get_running_loop()

@@ -97,7 +97,8 @@ class PolitenessAwarePriorityQueue:
             self._waits = SchedulerWaits(self._index, self._mw.hosts)
             self._mw.observer.watch(self._waits)
             self._lookups = QueueLookups(self._mw.dns, self._mw.settings.dns_concurrency,
-                                         self._index, self._looked_up)
+                                         self._index, self._looked_up,
+                                         skips=self._mw.buckets.skips_lookup)
             self._mw.buckets.from_queue = self._handed.requests  # never awaits DNS for these
         now = clock() if self._mw is not None else self._tick
         self._len = self._queues.restore(saved, self._index, now)
@@ -184,8 +185,8 @@ class PolitenessAwarePriorityQueue:
             return
         hostname = urlparse_cached(request).hostname
         host.hostname = hostname = key if hostname == key else hostname  # one string, not two
-        if (hostname is not None and not mw.buckets.skips_lookup(hostname)
-                and self._lookups.first(key, hostname, request)):  # type: ignore[union-attr]
+        if hostname is not None and self._lookups.first(key, hostname,  # type: ignore[union-attr]
+                                                        request):
             return
         index.enter(host, self._own(host))
 
