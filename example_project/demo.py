@@ -59,7 +59,7 @@ IP_FLOOR = float(project_settings.POLITENESS_IP_FLOOR)
 
 def _start_urls(farm: Farm, hosts: list[str]) -> list[str]:
     """Every host's root page; the always-503 host's pages too, so that the
-    crawl keeps asking it (its 503 page has no links) until it is declared dead."""
+    crawl keeps asking it (its 503 page has no links) until it is suspended."""
     urls = [farm.url(h) for h in hosts]
     for host, spec in farm.spec["hosts"].items():
         if spec.get("kind") == "always_503":
