@@ -373,3 +373,10 @@ def test_a_server_that_got_faster_is_found_again() -> None:
     assert run.early() == 0
     assert run.refused() <= 0.05 * len(run.statuses)
     assert max(run.intervals[-100:]) + slip <= 1.1 * 0.5  # held within 10% of the new pace
+
+
+def test_no_round_pace_between_subnormal_intervals() -> None:
+    """Found by hypothesis: a floor of 0 let an interval reach 1e-323, where
+    ``1 / top`` overflows; there is no round pace there, and no error."""
+    assert recovery.round_pace_in(5e-324, 1e-323) == 0.0
+    assert not recovery.is_round(5e-324)

@@ -133,9 +133,9 @@ _EXACT = 1e-9  # float noise allowed in "round": 1 / 3 stored, read back, is sti
 def is_round(x: float) -> bool:
     """Whether the interval ``x`` is a round pace: n requests per second or one
     request per n seconds, n a whole number."""
-    if x <= 0.0:
+    n = x if x >= 1.0 else 1.0 / x if x > 0.0 else math.inf
+    if math.isinf(n):  # zero, or too small to invert (a subnormal interval)
         return False
-    n = x if x >= 1.0 else 1.0 / x
     return abs(n - round(n)) <= _EXACT * n
 
 
@@ -144,7 +144,7 @@ def round_pace_in(low: float, high: float) -> float:
     ``high`` (the failing and the held pace), or 0 when there is none. The
     slowest one is the nearest to the pace known to work: the safest try."""
     top = high * (1.0 - _EXACT)
-    if top <= 0.0:
+    if top <= 0.0 or (top < 1.0 and math.isinf(1.0 / top)):  # a subnormal interval: none
         return 0.0
     pace = float(math.ceil(top) - 1) if top > 1.0 else 1.0 / (math.floor(1.0 / top) + 1)
     return pace if pace > low * (1.0 + _EXACT) else 0.0
