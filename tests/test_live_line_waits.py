@@ -211,3 +211,17 @@ def test_where_requests_wait(queued: int | None, gate: int, said: str) -> None:
     from scrapy_politeness.observe.live_line import where_text
 
     assert where_text(queued, 31.24, gate, 0.4) == said
+
+
+def test_a_suspended_host_is_said_suspended_not_paused_by_retry_after() -> None:
+    """The breaker's suspension is kept as a pause of the host; the words must
+    still say which: a host that sent no Retry-After is "suspended"."""
+    from scrapy_politeness.observe.holding import WORDS, hold_state
+    from scrapy_politeness.policy import Config, HostTable
+
+    table = HostTable(Config(default=1.0, floor=0.25, ceiling=4.0))
+    state = table.get("down.test")
+    state.not_before = 130.0  # the probe's instant
+    assert hold_state(state, 100.0) == "retry-after"
+    assert hold_state(state, 100.0, suspended=True) == "suspended"
+    assert WORDS["suspended"][0] == "suspended at its ceiling"

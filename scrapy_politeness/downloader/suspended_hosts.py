@@ -55,6 +55,7 @@ class SuspendedHosts:
         self.driver = driver
         self.observer = observer
         observer.suspended = self.counts  # the live line's count
+        observer.breaker = self.breaker  # "suspended", not "paused by Retry-After"
         self.stats = crawler.stats
         self._idle_ticks = 0
         self._closing = False

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Container, Mapping
 
     from scrapy_politeness.policy import HostState, HostTable
 
@@ -31,6 +31,7 @@ _MARGIN = 2.0  # a holder's tail is at least this many times the rest of the cra
 
 # What holds a host back, singular and plural, in the order they are checked.
 WORDS = {
+    "suspended": ("suspended at its ceiling", "suspended at their ceiling"),
     "retry-after": ("paused by Retry-After", "paused by Retry-After"),
     "crawl-delay": ("slowed by its Crawl-delay", "slowed by their Crawl-delay"),
     "ceiling": ("at its ceiling", "at their ceiling"),
@@ -49,8 +50,11 @@ def duration(seconds: float) -> str:
     return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
-def hold_state(state: HostState, now: float | None) -> str:
-    """What keeps ``state``'s host slow, a key of ``WORDS`` ("" for nothing)."""
+def hold_state(state: HostState, now: float | None, suspended: bool = False) -> str:
+    """What keeps ``state``'s host slow, a key of ``WORDS`` ("" for nothing);
+    ``suspended``: its breaker is open (a pause that is no Retry-After)."""
+    if suspended:
+        return "suspended"
     if now is not None and state.not_before > now:
         return "retry-after"
     config = state.config
@@ -76,7 +80,7 @@ class Holder:
 
 
 def holders(waiting: Mapping[str, int], table: HostTable, now: float, rate: float,
-            min_tail: float) -> list[Holder]:
+            min_tail: float, *, suspended: Container[str] = ()) -> list[Holder]:
     """The hosts of ``waiting`` (key: requests left) that hold the crawl's end.
 
     A host's tail runs from now to its last request's start: its next turn,
@@ -94,7 +98,8 @@ def holders(waiting: Mapping[str, int], table: HostTable, now: float, rate: floa
         elif state.dead:
             continue  # its requests are dropped at once
         else:
-            interval, ready, why = state.interval(), state.eligible_at(), hold_state(state, now)
+            interval, ready = state.interval(), state.eligible_at()
+            why = hold_state(state, now, key in suspended)
         total += left
         tail = (ready - now if ready > now else 0.0) + (left - 1) * interval
         tails.append((tail, key, interval, left, why))

@@ -24,7 +24,7 @@ from scrapy_politeness.observe.live_line import (
 from scrapy_politeness.observe.trace import TraceWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Container, Iterator
 
     from scrapy import Spider
     from scrapy.statscollectors import StatsCollector
@@ -79,6 +79,7 @@ class Observer:
         self.next_log = math.inf
         # (hosts suspended, of which probed) for the live line; set by the middleware
         self.suspended: Callable[[float], tuple[int, int]] | None = None
+        self.breaker: Container[str] = ()  # the suspended hosts' keys; set with the above
 
     def watch(self, queue: SchedulerWaiting) -> None:
         """Read ``queue``'s waits too (a scheduler queue registers itself)."""
@@ -199,7 +200,8 @@ class Observer:
                 left[key] = left.get(key, 0) + n
         period = now - self._last_line
         rate = self.waits.count / period if period > 0 else 0.0
-        found = holders(left, self.hosts, now, rate, max(self.settings.log_interval, 1.0))
+        found = holders(left, self.hosts, now, rate, max(self.settings.log_interval, 1.0),
+                        suspended=self.breaker)
         where = where_text(queued if self.queues else None, now - queued_since, waiting,
                            now - oldest if oldest is not None else 0.0)
         return snapshot(self.hosts, self.waits, where, holders_text(found) if found else "",
@@ -222,7 +224,8 @@ class Observer:
         return [
             {"host": key, "requests": s.requests, "alone": round(s.alone, 3),
              "scheduler_wait": round(s.queue_wait, 3), "waited": round(s.waited, 3),
-             "interval": round(s.interval(), 3), "state": hold_state(s, now),
+             "interval": round(s.interval(), 3),
+             "state": hold_state(s, now, key in self.breaker),
              "backoffs": dict(s.backoffs or {}), "crawl_delay": s.crawl_delay, "dead": s.dead}
             for key, s in tracked
         ]

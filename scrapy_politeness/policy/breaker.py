@@ -74,7 +74,7 @@ class Breaker:
     def __len__(self) -> int:
         return len(self._open)
 
-    def __contains__(self, key: str) -> bool:
+    def __contains__(self, key: object) -> bool:
         return key in self._open
 
     def get(self, key: str) -> Suspension | None:
