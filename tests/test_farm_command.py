@@ -96,7 +96,7 @@ def test_a_new_project_crawls_the_farm_as_the_readme_says(tmp_path: Path) -> Non
     assert "DOWNLOAD_DELAY = 1 (from project) is set to 0" in log  # startproject's value
     assert "scrapy-politeness on: per host start 0.5s" in log
     assert "Politeness report (hosts that held the crawl longest):" in log
-    assert "Host broken.farm.test declared dead" in log
+    assert "Host broken.farm.test suspended" in log
     assert "'politeness/dispatched':" in log
     assert "'politeness/report'" not in log
 
