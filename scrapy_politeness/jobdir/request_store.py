@@ -29,9 +29,11 @@ from scrapy.squeues import PickleFifoDiskQueue, PickleLifoDiskQueue
 from scrapy.utils.request import request_from_dict
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from scrapy import Request, Spider
 
-__all__ = ["STORE_FILE", "STORE_STATE", "RequestStore", "StoredHost", "disk_order"]
+__all__ = ["STORE_FILE", "STORE_STATE", "RequestStore", "StoredHost", "disk_order", "order_in"]
 
 STORE_FILE = "queue.sqlite3"
 STORE_STATE = " store"  # the saved state's key (no host key has a space): [requests]
@@ -46,16 +48,23 @@ CREATE INDEX IF NOT EXISTS next_of_host ON requests (host, rank, pos);
 """
 
 
-def disk_order(queue_cls: object, start_queue_cls: object) -> tuple[bool, bool | None] | None:
-    """``(lifo, start_lifo)`` when both classes are Scrapy's pickle disk queues
-    (``start_lifo`` None: no start queue), else None (the classes are kept)."""
-    lifo = _ORDER.get(queue_cls)
+def order_in(orders: Mapping[object, bool], queue_cls: object,
+             start_queue_cls: object) -> tuple[bool, bool | None] | None:
+    """``(lifo, start_lifo)`` when ``orders`` (class: LIFO) knows both classes
+    (``start_lifo`` None: no start queue), else None."""
+    lifo = orders.get(queue_cls)
     if lifo is None:
         return None
     if start_queue_cls is None:
         return lifo, None
-    start_lifo = _ORDER.get(start_queue_cls)
+    start_lifo = orders.get(start_queue_cls)
     return None if start_lifo is None else (lifo, start_lifo)
+
+
+def disk_order(queue_cls: object, start_queue_cls: object) -> tuple[bool, bool | None] | None:
+    """``(lifo, start_lifo)`` when both classes are Scrapy's pickle disk queues
+    (``start_lifo`` None: no start queue), else None (the classes are kept)."""
+    return order_in(_ORDER, queue_cls, start_queue_cls)
 
 
 class RequestStore:

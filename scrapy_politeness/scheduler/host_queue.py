@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from scrapy.pqueues import ScrapyPriorityQueue
 from scrapy.squeues import FifoMemoryQueue, LifoMemoryQueue
 
-from scrapy_politeness.jobdir.request_store import StoredHost
+from scrapy_politeness.jobdir.request_store import StoredHost, order_in
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -40,13 +40,8 @@ def memory_order(queue_cls: type[QueueProtocol],
                  start_queue_cls: type[QueueProtocol] | None) -> tuple[bool, bool | None] | None:
     """``(lifo, start_lifo)`` when both classes are Scrapy's memory queues
     (``start_lifo`` None: no start queue), else None."""
-    lifo = _ORDER.get(queue_cls)
-    if lifo is None:
-        return None
-    if start_queue_cls is None:
-        return lifo, None
-    start_lifo = _ORDER.get(start_queue_cls)
-    return None if start_lifo is None else (lifo, start_lifo)
+    return order_in(_ORDER, queue_cls, start_queue_cls)
+
 
 
 class MemoryHostQueue:
