@@ -9,6 +9,7 @@ figures (throughput, CPU, RSS samples, the first request's delay).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,7 +50,10 @@ def test_the_servers_answer_any_host_on_its_own_address(
             f"http://{SPEC.ip(1)}:{nginx.port}/robots.txt", headers={"Host": SPEC.host(31)}),
             timeout=5) as resp:
         assert resp.read() == b"User-agent: *\nAllow: /\n"
-    [line] = nginx.log()
+    deadline = time.monotonic() + 5.0  # nginx logs a request after its answer is sent
+    while not (lines := nginx.log()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    [line] = lines
     assert (line.host, line.ip, line.status, line.uri) == (SPEC.host(31), SPEC.ip(1), 200,
                                                            "/robots.txt")
 
