@@ -62,3 +62,11 @@ def farm_settings(farm: Any, **extra: Any) -> dict[str, Any]:
     """The settings every farm crawl needs: the add-on and the farm's DNS."""
     return {"ADDONS": ADDON, "POLITENESS_DNS_NAMESERVERS": [farm.dns],
             "ROBOTSTXT_OBEY": False, "CONCURRENT_REQUESTS": 16, **extra}
+
+
+def open_files_limited(limit: int) -> str:
+    """A ``python -c`` program that lowers its own open-file limit to ``limit``,
+    then runs the script named by its first argument (with the rest as argv)."""
+    return ("import resource, runpy, sys; "
+            f"resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {limit})); "
+            "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crawling import SCRIPT, farm_settings
+from crawling import SCRIPT, farm_settings, open_files_limited
 
 from scrapy_politeness.policy.idle_budget import MIN_IDLE, idle_connection_budget
 
@@ -23,9 +23,7 @@ HOSTS = 1_500
 IPS = [f"127.0.0.{n}" for n in range(2, 6)]
 OPEN_FILES = 1024
 
-LIMITED = ("import resource, runpy, sys; "
-           f"resource.setrlimit(resource.RLIMIT_NOFILE, ({OPEN_FILES}, {OPEN_FILES})); "
-           "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+LIMITED = open_files_limited(OPEN_FILES)  # the crawl script, in a child at that limit
 
 
 def test_the_budget_is_half_the_limit_less_the_connections_in_flight() -> None:

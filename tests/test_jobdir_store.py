@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crawling import SCRIPT, farm_settings
+from crawling import SCRIPT, farm_settings, open_files_limited
 
 pytestmark = pytest.mark.integration
 
@@ -29,10 +29,7 @@ IPS = [f"127.0.0.{n}" for n in range(2, 10)]
 OPEN_FILES = 1024
 
 
-# the crawl script, run after lowering the child's own open-file limit
-LIMITED = ("import resource, runpy, sys; "
-           f"resource.setrlimit(resource.RLIMIT_NOFILE, ({OPEN_FILES}, {OPEN_FILES})); "
-           "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+LIMITED = open_files_limited(OPEN_FILES)  # the crawl script, in a child at that limit
 
 
 def _crawl(farm: Any, job: Path, tmp: Path, urls: list[str], hosts_file: Path,
