@@ -5,8 +5,9 @@ The job (JSON) gives the hosts (``hosts``, ``ips``: names as
 start list's ``order`` (``host-major``: each host's ``pages`` together;
 ``page-major``: a pass over every host per page), ``settings``, ``idle``
 (seconds to stay open once no response came, so that the RSS after the hosts
-went idle can be read), ``nofile`` (an open-file limit, as ``ulimit -n``) and
-``out``. The start list is yielded lazily, one request at a time. Instants
+went idle can be read), ``nofile`` (an open-file limit, as ``ulimit -n``), ``start_done_file``
+(created once the start list is in, so the bench can stop the crawl after
+it) and ``out``. The start list is yielded lazily, one request at a time. Instants
 are ``time.time()`` so that they compare with nginx's ``$msec``.
 """
 
@@ -67,6 +68,9 @@ class BroadSpider(scrapy.Spider):
             yield scrapy.Request(url)
         self.marks["start_done"] = time.time()
         self.marks["start_done_cpu"] = time.process_time()
+        if job.get("start_done_file"):
+            with open(job["start_done_file"], "w", encoding="utf-8"):
+                pass
 
     def parse(self, response: Response) -> None:
         """Nothing to extract: the bench judges the requests, not the items."""
