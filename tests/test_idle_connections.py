@@ -110,6 +110,20 @@ def test_over_the_budget_the_least_recently_used_idle_connection_closes() -> Non
     assert not a.transport.closed
 
 
+def test_a_connection_closed_over_the_budget_has_no_240_s_close_left() -> None:
+    """Its timed close, left pending, raised ValueError in Twisted's pool 240 s later
+    (thousands of tracebacks in a 100,000-host crawl) and kept a timer per connection."""
+    pool = _bounded_pool(1)
+    a, b = _Idle(), _Idle()
+    pool._putConnection("a", a)
+    pool._putConnection("b", b)  # over the budget: a closes now
+    assert a.transport.closed
+    assert len(pool._reactor.getDelayedCalls()) == 1  # b's close only
+    pool._reactor.advance(pool.cachedConnectionTimeout)  # b's close runs; none raises
+    assert b.transport.closed
+    assert pool._reactor.getDelayedCalls() == []
+
+
 def test_the_addon_bounds_http_and_https_unless_the_user_chose_a_handler() -> None:
     from scrapy.settings import Settings
 
