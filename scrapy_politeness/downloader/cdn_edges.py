@@ -68,7 +68,8 @@ class EdgeWatch:
 
     def _recognised(self, ip: str, edge: Edge) -> None:
         self.stats.inc_value(STATS + "ip/cdn_edges")
-        logger.info("%s is a %s edge (%s): %s", ip, edge.cdn, edge.evidence, self.spaced)
+        logger.info("%s is %s %s edge (%s): %s", ip, "an" if edge.cdn[0] in "AEIOU" else "a",
+                    edge.cdn, edge.evidence, self.spaced)
         if self.on_edge is not None:
             self.on_edge(ip, edge)
 
