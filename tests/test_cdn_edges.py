@@ -29,7 +29,7 @@ CLOUDFLARE = {"server": "cloudflare", "cf-ray": "8c1d2e3f4a5b6c7d-AMS"}
 
 
 def header_of(headers: dict[str, str]) -> Any:
-    return lambda name: headers.get(name)
+    return headers.get
 
 
 @pytest.mark.parametrize(("name", "cdn"), [
@@ -63,13 +63,14 @@ def test_every_suffix_is_documented_in_the_table() -> None:
     documented: str | None = None  # the CDN the last URL comment is for
     url = False
     seen = set()
-    for line in table.splitlines()[1:]:
-        line = line.strip()
+    for raw in table.splitlines()[1:]:
+        line = raw.strip()
         if line.startswith("# https://"):
             url, documented = True, None
         elif line.startswith('"'):
             suffix, cdn = (part.strip(' ",') for part in line.split(":"))
-            assert url and documented in (None, cdn), suffix
+            assert url, suffix
+            assert documented in (None, cdn), suffix
             documented = cdn
             seen.add(suffix)
     assert seen == set(CNAME_SUFFIXES)
@@ -96,7 +97,8 @@ def test_each_cdns_edge_headers(headers: dict[str, str], cdn: str | None) -> Non
 def test_one_cname_into_a_cdn_makes_an_edge_at_once() -> None:
     edges = CdnEdges()
     edge = edges.cname(IP, "shop.example.cdn.cloudflare.net.", "shop.example")
-    assert edge is not None and edge.cdn == "Cloudflare"
+    assert edge is not None
+    assert edge.cdn == "Cloudflare"
     assert edge.evidence == "CNAME (shop.example is a CNAME to shop.example.cdn.cloudflare.net)"
     assert IP in edges.edges
     assert edges.cname(IP, "other.cdn.cloudflare.net", "other.example") is None  # said once
@@ -117,7 +119,8 @@ def test_edge_headers_need_two_different_sites() -> None:
     assert IP not in edges.edges
     assert edges.headers(IP, "plain.example", header_of({})) is None
     edge = edges.headers(IP, "second.example", header_of(CLOUDFLARE))
-    assert edge is not None and edge.cdn == "Cloudflare"
+    assert edge is not None
+    assert edge.cdn == "Cloudflare"
     assert edge.evidence == "CF-RAY from 2 sites"
     assert IP in edges.edges
     assert edges.headers(IP, "third.example", header_of(CLOUDFLARE)) is None  # said once
@@ -144,7 +147,7 @@ def test_memory_is_bounded_least_recently_seen_forgotten() -> None:
     edges = CdnEdges(max_edges=3, max_pending=2)
     for i in range(5):
         edges.headers(f"10.0.0.{i}", "a.example", header_of(CLOUDFLARE))
-    assert len(edges._pending) == 2  # noqa: SLF001 - the bound itself
+    assert len(edges._pending) == 2
     assert edges.headers("10.0.0.0", "b.example", header_of(CLOUDFLARE)) is None  # forgotten
     assert edges.headers("10.0.0.4", "b.example", header_of(CLOUDFLARE)) is not None
     for i in range(5):

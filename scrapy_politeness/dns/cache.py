@@ -109,9 +109,7 @@ class DnsCache:
         self._resolver = make_resolver(nameservers, timeout, TRIES, resolv_conf)
         self._max_queries = max_queries
         self._turns: asyncio.Semaphore | None = None  # made on the loop that first queries
-        # Called with (name, the canonical name its CNAME chain ends at, its addresses)
-        # for an answer that came through a CNAME chain (CDN edges are told from it).
-        self.on_cname: Callable[[str, str, tuple[str, ...]], None] | None = None
+        self.on_cname: Callable[[str, str, tuple[str, ...]], None] | None = None  # CNAME'd answers
 
     def __len__(self) -> int:
         return len(self._cache)
