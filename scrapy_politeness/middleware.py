@@ -29,7 +29,7 @@ from scrapy_politeness.distributed import make_backend
 from scrapy_politeness.distributed.sync import SharedSync
 from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.address_fallback import AddressFallback
-from scrapy_politeness.downloader.cdn_edges import EdgeWatch
+from scrapy_politeness.downloader.cdn_edges import EdgeFleet, EdgeWatch
 from scrapy_politeness.downloader.crawl_delays import CrawlDelays
 from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
 from scrapy_politeness.downloader.estimates import NETWORK_SCHEMES, Readiness, RequestBuckets
@@ -99,10 +99,6 @@ class PolitenessMiddleware:
         # A recognised edge has no IP bucket, unless POLITENESS_EDGE_FLOOR spaces it.
         self.keys = HostKeys(settings.grouping, settings.ip_exempt,
                              edges if settings.edge_floor <= 0 else None)
-        self.edges = None if edges is None else EdgeWatch(edges, self.stats,
-                                                           edge_floor=settings.edge_floor)
-        if self.edges is not None:
-            self.dns.on_cname = self.edges.cname  # known before the first response
         self.slip = SendSlip(self.hosts, self.ips, settings.send_margin)
         self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check)
         self.slip.on_earlier = self.driver.retime
@@ -117,6 +113,11 @@ class PolitenessMiddleware:
             on_loss=settings.backend_on_loss, margin=settings.send_margin,
             idle_margin=settings.idle_ttl)
         self.backend = backend
+        self.edges = None if edges is None else EdgeWatch(
+            edges, self.stats, edge_floor=settings.edge_floor,
+            fleet=backend if isinstance(backend, EdgeFleet) else None)
+        if self.edges is not None:
+            self.dns.on_cname = self.edges.cname  # known before the first response
         self.shared = None if backend is None else SharedSync(
             backend, self.hosts, self.slip, self.stats, on_dead=self._died_elsewhere,
             on_change=self.driver.retime)
@@ -230,6 +231,8 @@ class PolitenessMiddleware:
         return AddressFallback.again(request)  # the name's next address, if it has one
 
     def _chores(self, now: float) -> None:
+        if self.edges is not None:
+            self.edges.read_fleet(now)  # every SHARE_EVERY s, with Redis
         self.tickets.sweep()
         self.watchdog.check(now)
         self.suspended.tick(now)
@@ -252,6 +255,8 @@ class PolitenessMiddleware:
                             frozen)
         if self.shared is not None:
             await self.shared.open()
+            if self.edges is not None:
+                await self.edges.read_fleet_now()  # the fleet's edges, before the first request
         if self.settings.dns_pin:
             from scrapy_politeness.dns.pinning import (
                 install,  # imports Twisted's reactor: only once the crawl runs

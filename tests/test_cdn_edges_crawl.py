@@ -3,6 +3,7 @@ a shared host kept spaced per machine. Judged on the farm's arrival times."""
 
 from __future__ import annotations
 
+import uuid
 from itertools import pairwise
 from typing import Any
 
@@ -107,3 +108,33 @@ def test_a_cname_into_a_cdn_is_an_edge_before_the_first_response(farm_factory: A
     else:
         assert result.stat("politeness/ip/cdn_edges") == 0
         assert min(gaps) >= 2.0 - TOL, gaps
+
+
+def test_on_redis_one_process_recognition_counts_for_the_fleet(farm_factory: Any,
+                                                              redis_server: Any) -> None:
+    """A first crawl recognises the edge from its sites' headers and tells the
+    namespace; a second crawl of other sites on that address, which send no
+    evidence at all, spaces them per site from its first request."""
+    import redis
+
+    edge_sites = {f"e{i}.farm.test": {"ip": "127.0.0.2", "pages": 0, "headers": CLOUDFLARE}
+                  for i in range(2)}
+    quiet_sites = {f"q{i}.farm.test": {"ip": "127.0.0.2", "pages": 0} for i in range(4)}
+    spec = {"ips": ["127.0.0.2"], "hosts": {**edge_sites, **quiet_sites}}
+    farm = farm_factory(spec)
+    namespace = f"edges:{uuid.uuid4().hex[:8]}"
+    shared = {"POLITENESS_BACKEND": redis_server.url, "POLITENESS_NAMESPACE": namespace,
+              "POLITENESS_IP_FLOOR": 2.0}
+    first = run_crawl([farm.url(h) for h in edge_sites], farm_settings(farm, **shared),
+                      follow=False)
+    assert first.stat("politeness/ip/cdn_edges") == 1
+    stored = redis.Redis.from_url(redis_server.url).hgetall(f"{namespace}:cdn_edges")
+    assert stored == {b"127.0.0.2": b"Cloudflare\tCF-RAY from 2 sites"}
+    farm.reset()
+    second = run_crawl([farm.url(h) for h in quiet_sites], farm_settings(farm, **shared),
+                       follow=False)
+    assert second.stat("politeness/ip/cdn_edges") == 1
+    assert "127.0.0.2 is a Cloudflare edge (CF-RAY from 2 sites): spaced per site" in second.log
+    times = sorted(a.t for a in farm.arrivals())
+    assert len(times) == 4
+    assert max(b - a for a, b in pairwise(times)) < 1.0  # not the 2 s IP floor
