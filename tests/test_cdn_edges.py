@@ -247,3 +247,31 @@ def test_the_middleware_says_once_and_counts(caplog: pytest.LogCaptureFixture) -
     floored.edges.cname("shop.example", "x.cloudfront.net", (IP,))
     assert floored.keys.ip_bucket(IP) == IP  # kept, spaced by the edge floor
     assert floored.ips.spacing(IP, 1.0) == 0.1
+
+
+def test_edges_are_kept_in_the_jobdir_across_a_pause(tmp_path: Any) -> None:
+    """Saved with the learnt state; a resumed crawl has them before its first request."""
+    from scrapy.settings import Settings
+
+    from scrapy_politeness.jobdir.learnt_state import JobState
+    from scrapy_politeness.policy import Config, HostTable
+
+    settings = PolitenessSettings.from_settings({})
+    crawler = get_crawler()
+    stats = MemoryStatsCollector(crawler)
+    saved = CdnEdges()
+    saved.cname(IP, "shop.example.edgekey.net.", "shop.example")
+    JobState(settings, Settings({"JOBDIR": str(tmp_path)}), shared=False).save(
+        HostTable(Config()), IPTable(0.25, "decoupled", edges=saved), 10.0, stats)
+    edges = CdnEdges()
+    ips = IPTable(0.25, "decoupled", edges=edges)
+    JobState(settings, Settings({"JOBDIR": str(tmp_path)}), shared=False).restore(
+        HostTable(Config()), ips, 0.0, stats, None)
+    assert edges.edges[IP].cdn == "Akamai"
+    assert edges.edges[IP].evidence == saved.edges[IP].evidence
+    assert ips.spacing(IP, 1.0) == 0.0
+    assert stats.get_value("politeness/ip/cdn_edges") == 1
+    off = IPTable(0.25, "decoupled")  # POLITENESS_CDN_EDGES = False: nothing taken back
+    JobState(settings, Settings({"JOBDIR": str(tmp_path)}), shared=False).restore(
+        HostTable(Config()), off, 0.0, stats, None)
+    assert off.spacing(IP, 1.0) == 0.25
