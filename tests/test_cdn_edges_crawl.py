@@ -134,7 +134,8 @@ def test_on_redis_one_process_recognition_counts_for_the_fleet(farm_factory: Any
     second = run_crawl([farm.url(h) for h in quiet_sites], farm_settings(farm, **shared),
                        follow=False)
     assert second.stat("politeness/ip/cdn_edges") == 1
-    assert "127.0.0.2 is a Cloudflare edge (CF-RAY from 2 sites): spaced per site" in second.log
+    assert ("127.0.0.2 is a Cloudflare edge (CF-RAY from 2 sites, from another process): "
+            "spaced per site") in second.log
     times = sorted(a.t for a in farm.arrivals())
     assert len(times) == 4
     assert max(b - a for a, b in pairwise(times)) < 1.0  # not the 2 s IP floor

@@ -112,7 +112,7 @@ class EdgeWatch:
         self._fleet_known = len(edges)
         for ip, record in edges.items():
             cdn, _, evidence = record.partition("\t")
-            self.learnt(ip, cdn, evidence)
+            self.learnt(ip, cdn, f"{evidence}, from another process")
 
     def _recognised(self, ip: str, edge: Edge) -> None:
         self._said(ip, edge)
