@@ -29,6 +29,7 @@ from scrapy_politeness.distributed import make_backend
 from scrapy_politeness.distributed.sync import SharedSync
 from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.address_fallback import AddressFallback
+from scrapy_politeness.downloader.cdn_edges import EdgeFleet, EdgeWatch
 from scrapy_politeness.downloader.crawl_delays import CrawlDelays
 from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
 from scrapy_politeness.downloader.estimates import NETWORK_SCHEMES, Readiness, RequestBuckets
@@ -47,6 +48,7 @@ from scrapy_politeness.downloader.watchdog import Watchdog
 from scrapy_politeness.jobdir.learnt_state import JobState
 from scrapy_politeness.observe.observer import STATS, Observer
 from scrapy_politeness.policy import Gate, HostTable, IPTable
+from scrapy_politeness.policy.cdn_edges import CdnEdges
 from scrapy_politeness.scheduler.robots_prefetch import RobotsPrefetch
 from scrapy_politeness.sending import Sender
 from scrapy_politeness.settings import PolitenessSettings
@@ -82,7 +84,9 @@ class PolitenessMiddleware:
         self.stats = crawler.stats
         self.hosts = HostTable(settings.config, dead_after=settings.dead_after,
                                overrides=dict(settings.hosts))
-        self.ips = IPTable(settings.config.ip_floor, settings.ip_model)
+        edges = CdnEdges() if settings.cdn_edges else None
+        self.ips = IPTable(settings.config.ip_floor, settings.ip_model, edges=edges,
+                           edge_floor=settings.edge_floor)
         self.gate: Gate[Waiter] = Gate(
             self.hosts, self.ips, margin=settings.send_margin,
             max_in_flight=crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
@@ -92,7 +96,9 @@ class PolitenessMiddleware:
             min_ttl=settings.dns_min_ttl, max_ttl=settings.dns_max_ttl,
             negative_ttl=settings.dns_negative_ttl, hosts_file=settings.dns_hosts_file,
             resolv_conf=settings.dns_resolv_conf)
-        self.keys = HostKeys(settings.grouping, settings.ip_exempt)
+        # A recognised edge has no IP bucket, unless POLITENESS_EDGE_FLOOR spaces it.
+        self.keys = HostKeys(settings.grouping, settings.ip_exempt,
+                             edges if settings.edge_floor <= 0 else None)
         self.slip = SendSlip(self.hosts, self.ips, settings.send_margin)
         self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check)
         self.slip.on_earlier = self.driver.retime
@@ -107,6 +113,11 @@ class PolitenessMiddleware:
             on_loss=settings.backend_on_loss, margin=settings.send_margin,
             idle_margin=settings.idle_ttl)
         self.backend = backend
+        self.edges = None if edges is None else EdgeWatch(
+            edges, self.stats, edge_floor=settings.edge_floor,
+            fleet=backend if isinstance(backend, EdgeFleet) else None)
+        if self.edges is not None:
+            self.dns.on_cname = self.edges.cname  # known before the first response
         self.shared = None if backend is None else SharedSync(
             backend, self.hosts, self.slip, self.stats, on_dead=self._died_elsewhere,
             on_change=self.driver.retime)
@@ -121,7 +132,7 @@ class PolitenessMiddleware:
         self.loop_lag = LoopMonitor(lambda: self.tickets.held)
         self.tickets = Tickets(crawler, driver=self.driver, outcomes=self.outcomes,
                                hosts=self.hosts, loop_lag=self.loop_lag,
-                               fallback=AddressFallback(self.dns, self.stats))
+                               fallback=AddressFallback(self.dns, self.stats), edges=self.edges)
         self._dispatched = self.tickets.held  # request -> its dispatch, until its slot is freed
         self.sender = Sender(
             hosts=self.hosts, ips=self.ips, slip=self.slip, shared=self.shared, dns=self.dns,
@@ -220,6 +231,8 @@ class PolitenessMiddleware:
         return AddressFallback.again(request)  # the name's next address, if it has one
 
     def _chores(self, now: float) -> None:
+        if self.edges is not None:
+            self.edges.read_fleet(now)  # every SHARE_EVERY s, with Redis
         self.tickets.sweep()
         self.watchdog.check(now)
         self.suspended.tick(now)
@@ -242,6 +255,8 @@ class PolitenessMiddleware:
                             frozen)
         if self.shared is not None:
             await self.shared.open()
+            if self.edges is not None:
+                await self.edges.read_fleet_now()  # the fleet's edges, before the first request
         if self.settings.dns_pin:
             from scrapy_politeness.dns.pinning import (
                 install,  # imports Twisted's reactor: only once the crawl runs
@@ -274,6 +289,8 @@ class PolitenessMiddleware:
         now = self.loop.time() if self.loop is not None else None
         self.jobstate.save(self.hosts, self.ips, now or 0.0, self.stats)
         self.observer.report(now)
+        if self.edges is not None:
+            self.edges.report()
         self.observer.close(now)
 
     def host_report(self, top: int | None = None) -> list[dict[str, Any]]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy_politeness.jobdir import persistence
 from scrapy_politeness.jobdir import shutdown_kind as jobdir
@@ -71,6 +72,7 @@ class JobState:
         wall = time.time()
         restored = persistence.restore(hosts, document, now, wall, self.idle_ttl)
         held = persistence.restore_ips(ips, document, now, wall)
+        restore_cdn_edges(ips, document, stats, self.path)
         stats.set_value("politeness/state/restored_hosts", len(restored))
         stats.set_value("politeness/state/restored_ips", held)
         logger.info("politeness: restored the state of %d host%s and %d IP%s from %s",
@@ -84,6 +86,7 @@ class JobState:
             return
         document = persistence.snapshot([*hosts.items(), *hosts.compact_items()], now,
                                         time.time(), ips.items())
+        save_cdn_edges(ips, document)
         try:
             persistence.save(self.path, document)
         except (OSError, ValueError) as exc:
@@ -91,3 +94,35 @@ class JobState:
             return
         stats.set_value("politeness/state/saved_hosts", len(document["hosts"]))
         stats.set_value("politeness/state/saved_ips", len(document["ips"]))
+
+
+def save_cdn_edges(ips: IPTable, document: dict[str, Any]) -> None:
+    """Keep the CDN edges recognised (``"cdn_edges"``: ip -> [CDN, evidence]): an
+    address that is an edge stays one, so a resumed crawl spaces its sites per
+    site from the first request."""
+    edges = ips.edges
+    if edges is not None and edges.edges:
+        document["cdn_edges"] = {ip: [e.cdn, e.evidence] for ip, e in edges.edges.items()}
+
+
+def restore_cdn_edges(ips: IPTable, document: dict[str, Any], stats: StatsCollector,
+                      path: str) -> int:
+    """Take the saved CDN edges back (entries that are not an address with two
+    strings are skipped); counted in ``politeness/ip/cdn_edges``. Returns how many."""
+    edges, saved = ips.edges, document.get("cdn_edges")
+    if edges is None or not isinstance(saved, dict):
+        return 0
+    taken = 0
+    for ip, entry in saved.items():
+        try:
+            ipaddress.ip_address(ip)
+        except ValueError:
+            continue
+        if isinstance(entry, list) and len(entry) == 2 and all(isinstance(v, str) for v in entry):
+            edges.restore(ip, entry[0], entry[1])
+            taken += 1
+    if taken:
+        stats.inc_value("politeness/ip/cdn_edges", taken)
+        logger.info("politeness: %d CDN edge%s restored from %s: spaced per site", taken,
+                    plural_s(taken), path)
+    return taken
