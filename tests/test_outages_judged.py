@@ -1,0 +1,92 @@
+"""A host that fails every request for 90 s in the middle of a crawl loses nothing.
+
+The judged outage of the breaker (``POLITENESS_ON_CEILING = "suspend"``), on
+real crawls against the farm: ``flaky.farm.test`` answers 503 (one test) or
+refuses connections (the other) for 90 s from 3 s into the crawl, then is
+healthy again, while ``ok.farm.test`` keeps the crawl busy. All its pages are
+fetched, no host or IP is fetched closer than its floor (server side), and
+while it is suspended nothing but its probes goes out, each one cool-down
+after the last (3 s, then doubling, capped at 4 s). Each test takes about
+two minutes of wall time: the outage itself is 90 s.
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_suspended_hosts import COOLDOWN, FLAKY_PAGES, TOL, _crawl, _no_violations
+
+pytestmark = pytest.mark.integration
+
+OUTAGE = 90.0
+MAX_COOLDOWN = 4.0  # test_suspended_hosts.SETTINGS' POLITENESS_SUSPEND_MAX_COOLDOWN
+OK_PAGES = 230  # 115 s at 0.5 s: the healthy host outlasts the outage and the recovery
+
+
+def _judge_probes(failed: list[float], healthy: list[float], sent: list[float],
+                  result: Any) -> None:
+    """``failed``: the flaky host's failure times; ``healthy``: its successes;
+    ``sent``: every request of it that went out (all sorted, one clock).
+
+    The breaker trips at the first failure followed by a cool-down's silence;
+    from then until the first healthy answer, every request that went out is a
+    probe (``politeness/probes/sent``), each one cool-down after the previous:
+    3 s after the trip, then 4 s (twice 3 s, capped)."""
+    gaps = [b - a for a, b in pairwise(failed)]
+    trip = next(i for i, g in enumerate(gaps) if g >= COOLDOWN - TOL)
+    assert trip <= 3, gaps  # 0.5 -> 1 -> 2 s (the ceiling), then the trip
+    tripped_at = failed[trip]
+    back_at = next(t for t in healthy if t > tripped_at)
+    probes = [t for t in sent if tripped_at < t <= back_at]
+    schedule = [b - a for a, b in pairwise([tripped_at, *probes])]
+    print(f"\n{len(probes)} probes, gaps:", [round(g, 2) for g in schedule])
+    assert schedule[0] >= COOLDOWN - TOL, schedule
+    assert all(g >= MAX_COOLDOWN - TOL for g in schedule[1:]), schedule
+    # 90 s of outage at one probe per 4 s: about 22 probes, all but the last failed.
+    assert len(probes) >= (OUTAGE - 10.0) / MAX_COOLDOWN, schedule
+    assert result.stat("politeness/probes/sent") == len(probes)
+    assert result.stat("politeness/probes/failed") == len(probes) - 1
+    assert result.stat("politeness/probes/healthy") == 1
+    assert result.stat("politeness/suspended") == 1
+    assert result.stat("politeness/dead_hosts") == 0
+    assert result.stat("politeness/dropped/dead") == 0
+    assert result.stat("politeness/dropped/suspended") == 0
+
+
+def _all_pages_and_no_violations(result: Any, arrivals: list[Any]) -> None:
+    assert result.stat("finish_reason") == "finished", result.log[-3000:]
+    for host, pages in (("flaky.farm.test", FLAKY_PAGES), ("ok.farm.test", OK_PAGES)):
+        fetched = {a.path for a in arrivals if a.host == host and a.status == 200}
+        assert fetched == {f"/p/{n}" for n in range(pages)}, host
+    _no_violations(arrivals)
+
+
+def test_a_host_answering_503_for_90s_loses_no_page(farm_factory: Any) -> None:
+    result, arrivals, _ = _crawl(
+        farm_factory, {"outage": {"after": 3.0, "for": OUTAGE, "mode": "503"}},
+        ok_pages=OK_PAGES)
+    _all_pages_and_no_violations(result, arrivals)
+    flaky = [a for a in arrivals if a.host == "flaky.farm.test"]
+    # Judged on the farm's log: every request that reached the host.
+    _judge_probes([a.t for a in flaky if a.status == 503],
+                  [a.t for a in flaky if a.status == 200], [a.t for a in flaky], result)
+
+
+def test_a_host_refusing_connections_for_90s_loses_no_page(farm_factory: Any,
+                                                          tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    result, arrivals, _ = _crawl(
+        farm_factory, {"outage": {"after": 3.0, "for": OUTAGE, "mode": "refuse"}},
+        ok_pages=OK_PAGES, POLITENESS_TRACE=str(trace))
+    _all_pages_and_no_violations(result, arrivals)
+    # A refused connection never reaches the farm: the plugin's own trace says
+    # what it sent (dispatch) and when each answer or failure came (feedback).
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    flaky = [x for x in lines if x.get("host") == "flaky.farm.test"]
+    _judge_probes([x["t"] for x in flaky if x["type"] == "feedback" and x["status"] == 0],
+                  [x["t"] for x in flaky if x["type"] == "feedback" and x["status"] == 200],
+                  [x["t"] for x in flaky if x["type"] == "dispatch"], result)
