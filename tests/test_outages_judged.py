@@ -12,18 +12,30 @@ two minutes of wall time: the outage itself is 90 s.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import uuid
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_suspended_hosts import COOLDOWN, FLAKY_PAGES, TOL, _crawl, _no_violations
+from crawling import farm_settings
+from test_suspended_hosts import (
+    COOLDOWN,
+    FLAKY_PAGES,
+    SETTINGS,
+    TOL,
+    _crawl,
+    _no_violations,
+    _spec,
+)
 
 pytestmark = pytest.mark.integration
 
 OUTAGE = 90.0
 MAX_COOLDOWN = 4.0  # test_suspended_hosts.SETTINGS' POLITENESS_SUSPEND_MAX_COOLDOWN
+NEVER_PROBED = {"POLITENESS_SUSPEND_COOLDOWN": 120.0, "POLITENESS_SUSPEND_MAX_COOLDOWN": 240.0}
 OK_PAGES = 230  # 115 s at 0.5 s: the healthy host outlasts the outage and the recovery
 
 
@@ -90,3 +102,52 @@ def test_a_host_refusing_connections_for_90s_loses_no_page(farm_factory: Any,
     _judge_probes([x["t"] for x in flaky if x["type"] == "feedback" and x["status"] == 0],
                   [x["t"] for x in flaky if x["type"] == "feedback" and x["status"] == 200],
                   [x["t"] for x in flaky if x["type"] == "dispatch"], result)
+
+
+@pytest.mark.parametrize("flaky", [{"kind": "always_503"},
+                                   {"outage": {"after": 0.0, "for": 600.0, "mode": "refuse"}}],
+                         ids=["503", "refuse"])
+def test_a_host_that_never_comes_back_closes_the_crawl_soon(farm_factory: Any,
+                                                           flaky: dict[str, Any]) -> None:
+    """Answering 503s, or refusing connections, for good: its probes would come
+    minutes apart, so the crawl closes soon after the last healthy page."""
+    result, arrivals, _ = _crawl(farm_factory, flaky, ok_pages=10,
+                                 **NEVER_PROBED, CLOSESPIDER_TIMEOUT=60)
+    assert result.stat("finish_reason") == "politeness_suspended_hosts", result.log[-3000:]
+    last_ok = max(a.wall for a in arrivals if a.host == "ok.farm.test")
+    finished = dt.datetime.fromisoformat(result.stat("finish_time")).timestamp()
+    assert finished - last_ok < 3.0
+    assert result.stat("politeness/dropped/suspended") >= 1
+    assert result.stat("politeness/probes/sent") == 0
+
+
+def test_on_redis_both_processes_close_when_only_a_suspended_host_is_left(
+        farm_factory: Any, redis_server: Any) -> None:
+    """Two processes share the crawl on Redis and the flaky host never comes
+    back: whichever process suspended it, both hold its requests (nothing but the
+    ramp to the ceiling reaches it) and both close soon after their last healthy
+    page, not minutes later at the probe."""
+    from test_multiprocess import crawl_together
+
+    spec = _spec({"kind": "always_503"}, ok_pages=16)
+    farm = farm_factory(spec)
+    lists: list[list[str]] = [[], []]
+    for h, host in spec["hosts"].items():
+        for n in range(host["pages"]):
+            lists[n % 2].append(farm.url(h, f"/p/{n}"))
+    settings = farm_settings(farm, **{**SETTINGS, **NEVER_PROBED},
+                             POLITENESS_BACKEND=redis_server.url, CLOSESPIDER_TIMEOUT=60,
+                             POLITENESS_NAMESPACE=f"gone:{uuid.uuid4().hex[:8]}")
+    results = crawl_together(lists, settings)
+    arrivals = sorted(farm.arrivals(), key=lambda a: a.t)
+    _no_violations(arrivals)
+    failed = [a.t for a in arrivals if a.host == "flaky.farm.test"]
+    print("\nflaky requests, gaps:", [round(b - a, 2) for a, b in pairwise(failed)])
+    assert len(failed) <= 4  # 0.5 -> 1 -> 2 s (the ceiling), then the trip
+    last_ok = max(a.wall for a in arrivals if a.host == "ok.farm.test")
+    for r in results:
+        assert r.stat("finish_reason") == "politeness_suspended_hosts", r.log[-3000:]
+        finished = dt.datetime.fromisoformat(r.stat("finish_time")).timestamp()
+        assert finished - last_ok < 3.0, r.log[-3000:]
+        assert r.stat("politeness/dead_hosts") == 0
+        assert r.stat("politeness/probes/sent") == 0
