@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import uuid
 from itertools import pairwise
 from pathlib import Path
@@ -151,3 +152,18 @@ def test_on_redis_both_processes_close_when_only_a_suspended_host_is_left(
         assert finished - last_ok < 3.0, r.log[-3000:]
         assert r.stat("politeness/dead_hosts") == 0
         assert r.stat("politeness/probes/sent") == 0
+
+
+def test_the_live_line_and_the_report_say_the_host_is_suspended(farm_factory: Any) -> None:
+    """Read from the crawl's own log: the live line counts the suspended host
+    and names it as what holds the end, "suspended at its ceiling" (not paused by
+    a Retry-After it never sent); so does the closing report."""
+    result, _, _ = _crawl(farm_factory, {"kind": "always_503"}, ok_pages=30,
+                          **NEVER_PROBED, POLITENESS_LOG_INTERVAL=1.0, CLOSESPIDER_TIMEOUT=60)
+    assert result.stat("finish_reason") == "politeness_suspended_hosts", result.log[-3000:]
+    lines = [line for line in result.log.splitlines() if "Politeness: " in line]
+    assert any(re.search(r", 1 suspended \(0 probed\); 1 host suspended at its ceiling holds "
+                         r"the end: flaky\.farm\.test \(2s interval, \d+ left, ~", line)
+               for line in lines), "\n".join(lines)
+    assert re.search(r"\n  flaky\.farm\.test: .*; interval 2s, suspended at its ceiling; "
+                     r"backoffs 5xx:", result.log), result.log[-3000:]
