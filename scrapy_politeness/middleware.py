@@ -26,7 +26,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_politeness.distributed import make_backend
-from scrapy_politeness.distributed.sync import SharedSync
+from scrapy_politeness.distributed.sync import SharedSync, SuspendedElsewhere
 from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.address_fallback import AddressFallback
 from scrapy_politeness.downloader.cdn_edges import EdgeFleet, EdgeWatch
@@ -182,14 +182,19 @@ class PolitenessMiddleware:
 
     # -- the request ---------------------------------------------------------
 
-    async def process_request(self, request: Request) -> None:
+    async def process_request(self, request: Request) -> Request | None:
         if request in self._dispatched:  # the same object again, its last pass unreported
             self.tickets.reentered(request)
         try:
             await self._process_request(request)
+        except SuspendedElsewhere:  # back to the scheduler: it waits there with its host
+            self.tickets.abort(request)
+            self.stats.inc_value(STATS + "shared/requeued_suspended")
+            return request.replace(dont_filter=True)
         except BaseException:  # an error, a cancellation while a booked start sleeps
             self.tickets.abort(request)  # frees its slot if the gate had let it through
             raise
+        return None
 
     async def _process_request(self, request: Request) -> None:
         parsed = urlparse_cached(request)
