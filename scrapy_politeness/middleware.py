@@ -29,7 +29,7 @@ from scrapy_politeness.distributed import make_backend
 from scrapy_politeness.distributed.sync import SharedSync, SuspendedElsewhere
 from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.address_fallback import AddressFallback
-from scrapy_politeness.downloader.cdn_edges import EdgeFleet, EdgeWatch
+from scrapy_politeness.downloader.cdn_edges import watch_edges
 from scrapy_politeness.downloader.crawl_delays import CrawlDelays
 from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
 from scrapy_politeness.downloader.estimates import NETWORK_SCHEMES, Readiness, RequestBuckets
@@ -113,11 +113,7 @@ class PolitenessMiddleware:
             on_loss=settings.backend_on_loss, margin=settings.send_margin,
             idle_margin=settings.idle_ttl)
         self.backend = backend
-        self.edges = None if edges is None else EdgeWatch(
-            edges, self.stats, edge_floor=settings.edge_floor,
-            fleet=backend if isinstance(backend, EdgeFleet) else None)
-        if self.edges is not None:
-            self.dns.on_cname = self.edges.cname  # known before the first response
+        self.edges = watch_edges(edges, self.stats, settings.edge_floor, backend, self.dns)
         self.shared = None if backend is None else SharedSync(
             backend, self.hosts, self.slip, self.stats, on_dead=self._died_elsewhere,
             on_change=self.driver.retime)

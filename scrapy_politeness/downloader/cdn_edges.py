@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from scrapy.http.headers import Headers
     from scrapy.statscollectors import StatsCollector
 
-__all__ = ["REPORTED", "SHARE_EVERY", "EdgeFleet", "EdgeWatch"]
+    from scrapy_politeness.dns.cache import DnsCache
+
+__all__ = ["REPORTED", "SHARE_EVERY", "EdgeFleet", "EdgeWatch", "watch_edges"]
 
 logger = logging.getLogger("scrapy_politeness.middleware")
 
@@ -150,3 +152,14 @@ class EdgeWatch:
         more = f" and {len(edges) - REPORTED} more" if len(edges) > REPORTED else ""
         logger.info("Politeness report: %d %s recognised as CDN edges, %s: %s%s", len(edges),
                     "address" if len(edges) == 1 else "addresses", self.spaced, named, more)
+
+
+def watch_edges(edges: CdnEdges | None, stats: StatsCollector, edge_floor: float,
+                backend: object, dns: DnsCache) -> EdgeWatch | None:
+    """The crawl's watch, wired to DNS so an edge is known before its first response."""
+    if edges is None:
+        return None
+    watch = EdgeWatch(edges, stats, edge_floor=edge_floor,
+                      fleet=backend if isinstance(backend, EdgeFleet) else None)
+    dns.on_cname = watch.cname
+    return watch
