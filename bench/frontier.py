@@ -106,8 +106,12 @@ def breakdown(name: str, counter: CommandCounter, requests: int) -> str:
         top = ", ".join(f"{c} {k / n:.1f}" for c, k in ran.most_common(8))
         lines.append(f"  {names.get(sha, sha[:8])}: {n / per:.2f} calls per request, "
                      f"{sum(ran.values()) / n:.1f} commands per call ({top})")
-    lines.append(f"  frontier_pop calls per request by kind: "
+    lines.append("  frontier_pop calls per request by kind: "
                  + ", ".join(f"{k} {n / per:.2f}" for k, n in counter.pops.most_common()))
+    for kind, calls in counter.pops.most_common():
+        ran = Counter({c: k for (s, c), k in counter.pop_inner.items() if s == kind})
+        lines.append(f"    {kind}: {sum(ran.values()) / calls:.1f} commands each: "
+                     + ", ".join(f"{c} {k / calls:.2f}" for c, k in ran.most_common()))
     return "\n".join(lines)
 
 

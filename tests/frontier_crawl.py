@@ -150,6 +150,8 @@ class CommandCounter:
         # frontier_pop calls by kind: 'beat' (picks 0), 'req' (handed one out), 'none'
         self.pops: collections.Counter[str] = collections.Counter()
         self._pop = ""
+        self.pop_inner: collections.Counter[tuple[str, str]] = collections.Counter()  # by kind
+        self._ran: list[str] = []
         self._sock = socket.create_connection((parts.hostname, parts.port or 6379))
         self._sock.sendall(b"MONITOR\r\n")
         self._buf = b""
@@ -180,9 +182,13 @@ class CommandCounter:
                     self.inner[self._script, command] += 1
                     if command == "ZINCRBY" and self._pop:
                         self._pop = "req"
+                    self._ran.append(command)
                     continue
                 if self._pop:
                     self.pops[self._pop] += 1
+                    for ran in self._ran:
+                        self.pop_inner[self._pop, ran] += 1
+                self._ran = []
                 self._pop = ""
                 self.counts[command] += 1
                 self._script = rest.split(b'"')[3].decode() if command == "EVALSHA" else ""
