@@ -1,7 +1,8 @@
-"""frontier_feed.StartFeed: reads of the start URLs that find none back off (4 Redis commands each)."""
+"""frontier_feed.StartFeed: reads of the start URLs that find none back off."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -36,7 +37,7 @@ def test_empty_reads_back_off_and_a_fruitful_one_starts_over(
     for _ in range(2000):  # a starved pop every 10 ms for 20 s, none to read
         feed.starved()
         now[0] += 0.01
-    gaps = [round(b - a, 2) for a, b in zip(reads, reads[1:], strict=False)]
+    gaps = [round(b - a, 2) for a, b in itertools.pairwise(reads)]
     assert gaps[:3] == [FEED_EMPTY, 2 * FEED_EMPTY, 4 * FEED_EMPTY]
     assert set(gaps[3:]) == {FEED_EMPTY_MAX}
     assert len(reads) == 7  # at 0, 1, 3, 7, 11, 15, 19 s: not 20 (one a second)

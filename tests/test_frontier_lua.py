@@ -445,7 +445,9 @@ def test_a_hand_out_says_when_the_next_host_is_truly_due_and_claims_it(
     next_in = float(reply[6])
     assert next_in == pytest.approx(ip_due + MARGIN - LEAD - f.now(), abs=0.05)
     filed = f.r.zscore(f"{P}:hosts", "b.test")
-    assert filed is not None and filed == pytest.approx(ip_due + MARGIN, abs=0.002)
+    assert filed is not None
+    assert filed == pytest.approx(ip_due + MARGIN, abs=0.002)
     claim = f.r.get(f"{P}:claim:127.2.0.2")
-    assert claim is not None and claim.decode().startswith("p1 ")
+    assert claim is not None
+    assert claim.decode().startswith("p1 ")
     assert f.pop("p2")[0] == "claimed"  # the others pass over it
