@@ -451,3 +451,26 @@ def test_a_hand_out_says_when_the_next_host_is_truly_due_and_claims_it(
     assert claim is not None
     assert claim.decode().startswith("p1 ")
     assert f.pop("p2")[0] == "claimed"  # the others pass over it
+
+
+def test_pushes_riding_on_a_pop_write_each_host_entry_once(redis_server: RedisServer) -> None:
+    """A batch of pushes takes its push numbers with one INCRBY and writes a
+    host's IP and index entry once, however many of its requests it carries
+    (counted by the server); the order within the host stays first in, first out."""
+    f = Frontier(redis_server)
+
+    def calls() -> dict[str, int]:
+        return {k.removeprefix("cmdstat_"): int(v["calls"])
+                for k, v in f.r.info("commandstats").items()}
+
+    before = calls()
+    f.pop(picks=0, pushes=(("a.test", "r1", "127.2.0.1"), ("a.test", "r2", "127.2.0.1"),
+                           ("a.test", "r3", "127.2.0.1"), ("b.test", "r4", "127.2.0.2")))
+    after = calls()
+    ran = {k: after.get(k, 0) - before.get(k, 0) for k in ("incr", "incrby", "zadd", "set")}
+    # zadd: 4 requests, 2 index entries, the heartbeat; set: 2 hosts' IPs
+    assert ran == {"incr": 0, "incrby": 2, "zadd": 7, "set": 2}
+    assert f.length() == (4, 0)
+    out = f.drain()
+    assert sorted(out) == ["r1", "r2", "r3", "r4"]
+    assert [x for x in out if x != "r4"] == ["r1", "r2", "r3"]

@@ -71,9 +71,13 @@ for i = at_ips + 1, ips_end, 2 do
 end
 local n_pushes = tonumber(ARGV[ips_end + 1]) or 0
 local pushes_end = ips_end + 1 + 6 * n_pushes
+local seq = 0  -- the batch's push numbers: one INCRBY for all
+if n_pushes > 0 then seq = redis.call('INCRBY', P .. ':seq', n_pushes) - n_pushes end
+local seen = {}
 for i = ips_end + 2, pushes_end, 6 do
+  seq = seq + 1
   push_one(P, now, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ip_ttl, ARGV[i + 4],
-           ARGV[i + 5])
+           ARGV[i + 5], seq, seen)
 end
 if n_pushes > 0 then redis.call('INCRBY', P .. ':len', n_pushes) end
 local decoupled = ARGV[pushes_end + 1] == 'decoupled'
@@ -198,7 +202,11 @@ local function first_free(bkt, bkt_at)
   return nil, lapse
 end
 
-local has_cfg = redis.call('EXISTS', P .. ':cfg') == 1  -- POLITENESS_HOSTS overrides queued
+local cfg_queued = nil  -- POLITENESS_HOSTS overrides queued? Read once, when first asked
+local function has_cfg()
+  if cfg_queued == nil then cfg_queued = redis.call('EXISTS', P .. ':cfg') == 1 end
+  return cfg_queued
+end
 local busy = {}  -- IP bucket -> its next instant, when found beyond the lead in this call
 
 -- Host ``key``'s buckets as they stand (_eligibility.lua's rule): when its next
@@ -206,7 +214,7 @@ local busy = {}  -- IP bucket -> its next instant, when found beyond the lead in
 local function state_of(key)
   local s = {ready = now, interval = 0, adaptive = 0, crawl_delay = 0, not_before = 0,
              d = default, f = floor, c = ceiling, ip = false}
-  s.cfg = has_cfg and redis.call('HGET', P .. ':cfg', key)
+  s.cfg = has_cfg() and redis.call('HGET', P .. ':cfg', key)
   if s.cfg then
     local v = {}
     for x in string.gmatch(s.cfg, '%S+') do v[#v + 1] = tonumber(x) end
@@ -238,7 +246,7 @@ local function refile(i, key, q, ready)
   local cnt = redis.call('ZCARD', q)
   if cnt == 0 then
     redis.call('ZREM', hosts, key)
-    if has_cfg then redis.call('HDEL', P .. ':cfg', key) end
+    if has_cfg() then redis.call('HDEL', P .. ':cfg', key) end
     rows[i][2] = nil
     return
   end
