@@ -135,14 +135,15 @@ class PolitenessMiddleware:
         self._pin: Pin | None = None
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
-        self.crawl_delays = CrawlDelays(self, crawler.settings)
+        self.crawl_delays = CrawlDelays(self, crawler.settings, crawler)
         crawler.signals.connect(self.crawl_delays.parsed, signal=signals.robots_parsed)
         SignalHub.of(crawler).on(signals.headers_received, self._headers_received)
         self.robots_prefetch = RobotsPrefetch.connect(crawler, settings, self.stats)
         self.periodic = PeriodicTasks(
             crawler, settings, gate=self.gate, driver=self.driver, hosts=self.hosts,
             ips=self.ips, dns=self.dns, keys=self.keys, dropped=self.dropped,
-            observer=self.observer, on_closing=self._close_gate, chores=self._chores)
+            observer=self.observer, suspended=self.suspended, on_closing=self._close_gate,
+            chores=self._chores)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -192,6 +193,8 @@ class PolitenessMiddleware:
         if route is None:  # it bypasses the gate
             return
         key, ip = route
+        if self.hosts.whole(key) is None and await self.crawl_delays.relearn(request):
+            self.dropped.check(key, loop.time())  # a skipped Crawl-delay parks it again
         submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
@@ -250,7 +253,8 @@ class PolitenessMiddleware:
             self._pin = install(self.dns.pinned)
         now = loop.time()
         self.observer.open(spider, now)
-        self.jobstate.restore(self.hosts, self.ips, now, self.stats, self.observer.trace)
+        self.jobstate.restore(self.hosts, self.ips, now, self.stats, self.observer.trace,
+                              breaker=self.suspended.breaker if self.suspended.enabled else None)
         self.periodic.start(loop)
         self.loop_lag.start(loop)
 
@@ -272,7 +276,8 @@ class PolitenessMiddleware:
             self._pin = None
         self.observer.sync_dns_stats(self.dns)
         now = self.loop.time() if self.loop is not None else None
-        self.jobstate.save(self.hosts, self.ips, now or 0.0, self.stats)
+        self.jobstate.save(self.hosts, self.ips, now or 0.0, self.stats,
+                           breaker=self.suspended.breaker if self.suspended.enabled else None)
         self.observer.report(now)
         self.observer.close(now)
 

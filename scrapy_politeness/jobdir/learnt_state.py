@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from scrapy_politeness.observe.trace import TraceWriter
     from scrapy_politeness.policy import HostTable, IPTable
+    from scrapy_politeness.policy.breaker import Breaker
     from scrapy_politeness.settings import PolitenessSettings
 
 __all__ = ["JobState"]
@@ -53,8 +54,9 @@ class JobState:
             self.unclean = jobdir.inspect_at_start(self.directory, ours)
 
     def restore(self, hosts: HostTable, ips: IPTable, now: float, stats: StatsCollector,
-                trace: TraceWriter | None) -> None:
-        """Warn of an unclean JOBDIR (found by :meth:`inspect`), load the saved state."""
+                trace: TraceWriter | None, *, breaker: Breaker | None = None) -> None:
+        """Warn of an unclean JOBDIR (found by :meth:`inspect`), load the saved state
+        (the suspended hosts' breakers into ``breaker``, when hosts are suspended)."""
         if self.unclean:
             stats.set_value("politeness/jobdir/unclean", 1)
             logger.warning(jobdir.UNCLEAN_WARNING, *self.unclean)
@@ -73,17 +75,22 @@ class JobState:
         held = persistence.restore_ips(ips, document, now, wall)
         stats.set_value("politeness/state/restored_hosts", len(restored))
         stats.set_value("politeness/state/restored_ips", held)
+        if breaker is not None and document.get("suspended"):
+            suspended = persistence.restore_suspended(breaker, document, now, wall)
+            stats.set_value("politeness/state/restored_suspended", suspended)
         logger.info("politeness: restored the state of %d host%s and %d IP%s from %s",
                     len(restored), plural_s(len(restored)), held, plural_s(held), self.path)
         if trace is not None:
             for key, state in restored:
                 trace.restored(now, key, state.interval(), document["hosts"][key])
 
-    def save(self, hosts: HostTable, ips: IPTable, now: float, stats: StatsCollector) -> None:
+    def save(self, hosts: HostTable, ips: IPTable, now: float, stats: StatsCollector, *,
+             breaker: Breaker | None = None) -> None:
         if self.path is None:
             return
         document = persistence.snapshot([*hosts.items(), *hosts.compact_items()], now,
-                                        time.time(), ips.items())
+                                        time.time(), ips.items(),
+                                        breaker.items() if breaker is not None else ())
         try:
             persistence.save(self.path, document)
         except (OSError, ValueError) as exc:
