@@ -95,12 +95,12 @@ def test_a_crawl_delay_learnt_before_the_host_went_idle_still_spaces_it() -> Non
     gate: Gate[int] = Gate(hosts, ips)
     hosts.start("slow.test", 0.0)
     hosts.set_crawl_delay("slow.test", 5.0)  # robots.txt asked for it
-    assert hosts.evict(1000.0) == 1  # idle long past the idle time: a compact record
+    assert hosts.evict(30.0) == 1  # idle past the idle time: a compact record
     assert hosts.whole("slow.test") is None
     for token in range(3):
-        gate.submit("slow.test", "10.0.0.1", token, 2000.0)
+        gate.submit("slow.test", "10.0.0.1", token, 50.0)  # within the ceiling of its use
     starts = []
-    now = 2000.0
+    now = 50.0
     while len(starts) < 3:
         at = gate.next_event()
         assert at is not None
@@ -109,3 +109,22 @@ def test_a_crawl_delay_learnt_before_the_host_went_idle_still_spaces_it() -> Non
             starts.append(release.at)
             gate.done(release.key)
     assert [b - a for a, b in itertools.pairwise(starts)] == [5.0, 5.0]
+
+
+def test_a_crawl_delay_record_is_forgotten_once_its_host_stopped_mattering() -> None:
+    """Kept ``ceiling`` past the idle time after the host's last use, then gone:
+    the records follow the hosts in use, not every host that asked a Crawl-delay."""
+    from scrapy_politeness.policy import Config, HostTable
+
+    hosts = HostTable(Config(default=1.0, floor=0.25, ceiling=60.0))
+    for i in range(1000):
+        hosts.start(f"h{i}.test", float(i) / 100)
+        hosts.set_crawl_delay(f"h{i}.test", 2.0)
+    hosts.evict(20.0)  # every host idle: compact records
+    assert hosts.verdicts.counts() == (0, 1000, 0)
+    hosts.evict(5.0 + 60.0)  # the first hosts' records ran out, the last ones' not yet
+    assert 0 < hosts.verdicts.counts()[1] < 1000
+    assert "h999.test" in hosts
+    hosts.evict(10.0 + 60.0)
+    assert hosts.verdicts.counts() == (0, 0, 0)
+    assert len(hosts) == 0
