@@ -130,7 +130,7 @@ class World:
         self.dns = SyntheticDns(hosts_file=None, max_ttl=DNS_TTL, clock=lambda: self.now)
         self.dns.n_ips = n_ips
         self.n_ips = n_ips
-        self.breaker = Breaker()  # POLITENESS_ON_CEILING = "suspend" (downloader/suspended_hosts.py)
+        self.breaker = Breaker()  # POLITENESS_ON_CEILING = "suspend" (suspended_hosts.py)
         self.now = 0.0
         self.names: dict[str, str] = {}  # key -> host name, while its requests wait
         self.requests = 0

@@ -395,10 +395,10 @@ def test_a_suspended_host_resumes_suspended_with_its_cool_down_step(tmp_path: Pa
     assert again.suspended.breaker.get("down.test").cooldown == 80.0  # type: ignore[union-attr]
 
 
-def test_a_saved_suspension_that_is_garbage_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / persistence.STATE_FILE
+def test_a_saved_suspension_that_is_garbage_is_refused() -> None:
+    from scrapy_politeness.jobdir import suspensions
+
     document = persistence.snapshot([], 0.0, 1.0)
     document["suspended"] = {"down.test": {"probe_in": 5.0, "cooldown": -1.0}}
-    path.write_text(json.dumps(document))
     with pytest.raises(persistence.StateError, match="cooldown"):
-        persistence.load(path)
+        suspensions.check(document)

@@ -7,7 +7,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from scrapy_politeness.jobdir import persistence
+from scrapy_politeness.jobdir import persistence, suspensions
 from scrapy_politeness.jobdir import shutdown_kind as jobdir
 from scrapy_politeness.observe.live_line import plural_s
 
@@ -64,6 +64,8 @@ class JobState:
             return
         try:
             document = persistence.load(self.path)
+            if document is not None:
+                suspensions.check(document)
         except persistence.StateError as exc:
             logger.warning("politeness: ignoring the saved host state %s (%s); starting "
                            "afresh", self.path, exc)
@@ -76,7 +78,7 @@ class JobState:
         stats.set_value("politeness/state/restored_hosts", len(restored))
         stats.set_value("politeness/state/restored_ips", held)
         if breaker is not None and document.get("suspended"):
-            suspended = persistence.restore_suspended(breaker, document, now, wall)
+            suspended = suspensions.restore(breaker, document, now, wall)
             stats.set_value("politeness/state/restored_suspended", suspended)
         logger.info("politeness: restored the state of %d host%s and %d IP%s from %s",
                     len(restored), plural_s(len(restored)), held, plural_s(held), self.path)
@@ -89,8 +91,9 @@ class JobState:
         if self.path is None:
             return
         document = persistence.snapshot([*hosts.items(), *hosts.compact_items()], now,
-                                        time.time(), ips.items(),
-                                        breaker.items() if breaker is not None else ())
+                                        time.time(), ips.items())
+        if breaker:
+            document["suspended"] = suspensions.snapshot(breaker.items(), now)
         try:
             persistence.save(self.path, document)
         except (OSError, ValueError) as exc:

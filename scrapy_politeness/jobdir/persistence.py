@@ -23,10 +23,7 @@ bracket search afresh and pay another Retry-After pause to relearn the pace.
 vhost resumed beside a backed-off neighbour must still wait out the spacing
 that neighbour's last fetch imposed on their shared machine.
 
-``suspended`` holds the hosts whose breaker was open (policy/breaker.py): the
-seconds left until the probe, the cool-down that led to it and the failed
-probes so far. A suspended host resumes suspended, and a failed probe after the
-resume doubles the cool-down it had reached, not the first one.
+``suspended`` holds the hosts whose breaker was open (``jobdir.suspensions``).
 
 Time-based fields are stored as *remaining* (or elapsed) seconds, never as
 instants: the monotonic clock of the next process starts elsewhere. On restore
@@ -61,10 +58,9 @@ from pathlib import Path
 from typing import Any
 
 from scrapy_politeness.policy import HostState, HostTable, IPTable
-from scrapy_politeness.policy.breaker import Breaker, Suspension
 
 __all__ = ["STATE_FILE", "STATE_VERSION", "StateError", "dead_verdict_expired", "load",
-           "restore", "restore_ips", "restore_suspended", "save", "snapshot"]
+           "restore", "restore_ips", "save", "snapshot"]
 
 STATE_FILE = "politeness-state.json"
 STATE_VERSION = 1
@@ -82,10 +78,9 @@ def _remaining(until: float, now: float) -> float | str:
 
 
 def snapshot(hosts: Iterable[tuple[str, HostState]], now: float, wall: float,
-             ips: Iterable[tuple[str, float]] = (),
-             suspended: Iterable[tuple[str, Suspension]] = ()) -> dict[str, Any]:
-    """The JSON document for ``hosts``, ``ips`` (IP, next-eligible instant) and
-    the ``suspended`` hosts' breakers; ``now`` is on the tables' (monotonic) clock."""
+             ips: Iterable[tuple[str, float]] = ()) -> dict[str, Any]:
+    """The JSON document for ``hosts`` and ``ips`` (IP, next-eligible instant);
+    ``now`` is on the tables' (monotonic) clock."""
     out: dict[str, dict[str, Any]] = {}
     for key, s in hosts:
         entry: dict[str, Any] = {
@@ -106,12 +101,7 @@ def snapshot(hosts: Iterable[tuple[str, HostState]], now: float, wall: float,
                                  "healthy_run": s.healthy_run, "fail_cost": s.fail_cost}
         out[key] = entry
     waits = {ip: round(at - now, 3) for ip, at in ips if at > now}
-    document = {"version": STATE_VERSION, "saved_at": wall, "hosts": out, "ips": waits}
-    breakers = {key: {"probe_in": _remaining(s.until, now), "cooldown": s.cooldown,
-                      "probes": s.probes} for key, s in suspended}
-    if breakers:
-        document["suspended"] = breakers
-    return document
+    return {"version": STATE_VERSION, "saved_at": wall, "hosts": out, "ips": waits}
 
 
 def save(path: str | os.PathLike[str], document: dict[str, Any]) -> None:
@@ -206,20 +196,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not \
                 math.isfinite(wait) or wait < 0:
             raise StateError(f"ip {ip!r}: the wait must be a number >= 0, got {wait!r}")
-    _check_suspended(doc.get("suspended", {}))
     return doc
-
-
-def _check_suspended(suspended: Any) -> None:
-    if not isinstance(suspended, dict):
-        raise StateError(f"suspended must be an object, got {suspended!r}")
-    for key, entry in suspended.items():
-        if not isinstance(entry, dict):
-            raise StateError(f"suspended host {key!r}: expected an object, got {entry!r}")
-        _num(key, "probe_in", entry.get("probe_in"))
-        if _num(key, "cooldown", entry.get("cooldown")) <= 0:
-            raise StateError(f"suspended host {key!r}: cooldown must be > 0")
-        _num(key, "probes", entry.get("probes", 0), integer=True)
 
 
 def dead_verdict_expired(entry: dict[str, Any], ceiling: float, idle_ttl: float,
@@ -252,19 +229,6 @@ def restore_ips(ips: IPTable, document: dict[str, Any], now: float, wall: float)
             ips.set_eligible(ip, now + wait - elapsed)
             held += 1
     return held
-
-
-def restore_suspended(breaker: Breaker, document: dict[str, Any], now: float,
-                      wall: float) -> int:
-    """Reopen the saved suspensions in ``breaker``, their probe instants less the
-    pause (one already due is probed at once); returns how many."""
-    elapsed = max(0.0, wall - float(document["saved_at"]))
-    saved = document.get("suspended", {})
-    for key, entry in saved.items():
-        until = now + max(0.0, float(entry["probe_in"]) - elapsed)
-        cooldown = min(float(entry["cooldown"]), breaker.max_cooldown)
-        breaker.restore(key, Suspension(until, cooldown, int(entry.get("probes", 0))))
-    return len(saved)
 
 
 def restore(hosts: HostTable, document: dict[str, Any], now: float,
