@@ -375,11 +375,10 @@ def test_a_suspended_host_resumes_suspended_with_its_cool_down_step(tmp_path: Pa
         now = breaker.get("down.test").until  # type: ignore[union-attr]
         breaker.judge("down.test", state, tripped=True, sent_at=now, failed=True, now=now)
     assert breaker.get("down.test").cooldown == 40.0  # type: ignore[union-attr]
-    mw.jobstate.save(mw.hosts, mw.ips, now + 15.0, mw.stats, breaker=breaker)
+    mw.jobstate.save(mw.hosts, mw.ips, now + 15.0, mw.stats)
 
     again = _middleware(JOBDIR=str(tmp_path), POLITENESS_SUSPEND_COOLDOWN=10.0)
-    again.jobstate.restore(again.hosts, again.ips, 7.0, again.stats, None,
-                           breaker=again.suspended.breaker)
+    again.jobstate.restore(again.hosts, again.ips, 7.0, again.stats, None)
     restored = again.suspended.breaker.get("down.test")
     assert restored is not None
     assert restored.cooldown == 40.0

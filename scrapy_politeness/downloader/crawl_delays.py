@@ -120,6 +120,7 @@ class CrawlDelays:
         runs before this middleware, so for a request that obeys robots.txt
         the parser is already there: nothing is fetched or waited for. Called
         only for a host key without a state (a dict look-up per request).
+        Raises ``IgnoreRequest`` when the host is parked again (a skipped Crawl-delay).
         """
         if request.meta.get("dont_obey_robotstxt"):
             return False  # the robots.txt request itself, or one that ignores it
@@ -134,6 +135,10 @@ class CrawlDelays:
         if parser is None:
             return False
         self.parsed(parser, request, relearnt=True)
+        hostname = urlparse_cached(request).hostname
+        if hostname:  # a skipped Crawl-delay parks it again: this request is dropped too
+            now = self.mw.driver.loop.time() if self.mw.driver.loop is not None else 0.0
+            self.mw.dropped.check(self.mw.keys.key(hostname), now)
         return True
 
     def _middleware(self) -> RobotsTxtMiddleware | None:

@@ -174,6 +174,14 @@ class Breaker:
                 state.adaptive = cautious
         return verdict
 
+    def adopt(self, key: str, until: float, now: float) -> bool:
+        """Another process suspended ``key`` until ``until`` (a shared pause):
+        suspend it here too, its probe at the same instant; True if it was not."""
+        if key in self._open or not until > now:
+            return False
+        self._open[key] = Suspension(until, min(until - now, self.max_cooldown))
+        return True
+
     def forget(self, key: str) -> None:
         self._open.pop(key, None)
 
