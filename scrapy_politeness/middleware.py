@@ -122,7 +122,7 @@ class PolitenessMiddleware:
             self.gate, self.hosts, driver=self.driver, dropped=self.dropped, observer=self.observer,
             stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after,
             suspended=self.suspended)
-        self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
+        self.jobstate = JobState(settings, crawler.settings, self.suspended.kept, bool(backend))
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
         # The crawl's own loop lag, measured while any download holds a slot.
         self.loop_lag = LoopMonitor(lambda: self.tickets.held)
@@ -142,14 +142,14 @@ class PolitenessMiddleware:
         self._pin: Pin | None = None
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
-        self.crawl_delays = CrawlDelays(self, crawler.settings)
+        self.crawl_delays = CrawlDelays(self, crawler.settings, crawler)
         crawler.signals.connect(self.crawl_delays.parsed, signal=signals.robots_parsed)
         SignalHub.of(crawler).on(signals.headers_received, self._headers_received)
         self.robots_prefetch = RobotsPrefetch.connect(crawler, settings, self.stats)
         self.periodic = PeriodicTasks(
-            crawler, settings, gate=self.gate, driver=self.driver, hosts=self.hosts,
-            ips=self.ips, dns=self.dns, keys=self.keys, dropped=self.dropped,
-            observer=self.observer, on_closing=self._close_gate, chores=self._chores)
+            crawler, settings, gate=self.gate, driver=self.driver, hosts=self.hosts, ips=self.ips,
+            dns=self.dns, keys=self.keys, dropped=self.dropped, observer=self.observer,
+            suspended=self.suspended, on_closing=self._close_gate, chores=self._chores)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -204,6 +204,7 @@ class PolitenessMiddleware:
         if route is None:  # it bypasses the gate
             return
         key, ip = route
+        if self.hosts.whole(key) is None: await self.crawl_delays.relearn(request)  # noqa: E701
         submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)

@@ -117,6 +117,31 @@ class SuspendedHosts:
             self.stats.inc_value(STATS + "probes/sent")
             self.driver.retime(key)
 
+    @property
+    def kept(self) -> Breaker | None:
+        """The breaker to keep in ``JOBDIR`` (None: hosts are not suspended)."""
+        return self.breaker if self.enabled else None
+
+    def prune(self, cutoff: float) -> int:
+        """Forget the suspensions of hosts idle since ``cutoff`` (the eviction
+        pass): probe instant passed by then, no state left in the host table,
+        nothing of theirs waiting in a scheduler queue or the gate. A suspended
+        host with requests waiting keeps its suspension (and its cool-down step)."""
+        if not self.breaker:
+            return 0
+        gate = self.driver.gate
+        hosts, queues = gate.hosts, self.observer.queues
+
+        def matters(key: str) -> bool:
+            return (hosts.whole(key) is not None or gate.waiting_for(key) > 0
+                    or any(q.queued(key) for q in queues))
+
+        gone = self.breaker.prune(cutoff, matters)
+        if gone:
+            self.stats.inc_value(STATS + "suspensions_expired", gone)
+            self.stats.set_value(STATS + "suspended_now", len(self.breaker))
+        return gone
+
     def counts(self, now: float) -> tuple[int, int]:
         """(hosts suspended, of which past their probe instant) for the live line."""
         return len(self.breaker), self.breaker.probing(now)

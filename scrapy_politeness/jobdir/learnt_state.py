@@ -8,7 +8,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from scrapy_politeness.jobdir import persistence
+from scrapy_politeness.jobdir import persistence, suspensions
 from scrapy_politeness.jobdir import shutdown_kind as jobdir
 from scrapy_politeness.observe.live_line import plural_s
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from scrapy_politeness.observe.trace import TraceWriter
     from scrapy_politeness.policy import HostTable, IPTable
+    from scrapy_politeness.policy.breaker import Breaker
     from scrapy_politeness.settings import PolitenessSettings
 
 __all__ = ["JobState"]
@@ -33,7 +34,8 @@ class JobState:
     """
 
     def __init__(self, settings: PolitenessSettings, crawler_settings: BaseSettings,
-                 *, shared: bool) -> None:
+                 breaker: Breaker | None = None, shared: bool = False) -> None:
+        """``breaker``: the suspended hosts, kept too (None: hosts are not suspended)."""
         from scrapy.utils.job import job_dir
 
         self.directory = job_dir(crawler_settings)
@@ -41,6 +43,7 @@ class JobState:
         if self.directory is not None and settings.persist and not shared:
             self.path = os.path.join(self.directory, persistence.STATE_FILE)
         self.idle_ttl = settings.idle_ttl
+        self.breaker = breaker
         self.unclean: tuple[str, str, str] | None = None  # what inspect() found
 
     def inspect(self) -> None:
@@ -55,7 +58,8 @@ class JobState:
 
     def restore(self, hosts: HostTable, ips: IPTable, now: float, stats: StatsCollector,
                 trace: TraceWriter | None) -> None:
-        """Warn of an unclean JOBDIR (found by :meth:`inspect`), load the saved state."""
+        """Warn of an unclean JOBDIR (found by :meth:`inspect`), load the saved state
+        (the suspended hosts' breakers too)."""
         if self.unclean:
             stats.set_value("politeness/jobdir/unclean", 1)
             logger.warning(jobdir.UNCLEAN_WARNING, *self.unclean)
@@ -63,6 +67,8 @@ class JobState:
             return
         try:
             document = persistence.load(self.path)
+            if document is not None:
+                suspensions.check(document)
         except persistence.StateError as exc:
             logger.warning("politeness: ignoring the saved host state %s (%s); starting "
                            "afresh", self.path, exc)
@@ -75,6 +81,9 @@ class JobState:
         restore_cdn_edges(ips, document, stats, self.path)
         stats.set_value("politeness/state/restored_hosts", len(restored))
         stats.set_value("politeness/state/restored_ips", held)
+        if self.breaker is not None and document.get("suspended"):
+            suspended = suspensions.restore(self.breaker, document, now, wall)
+            stats.set_value("politeness/state/restored_suspended", suspended)
         logger.info("politeness: restored the state of %d host%s and %d IP%s from %s",
                     len(restored), plural_s(len(restored)), held, plural_s(held), self.path)
         if trace is not None:
@@ -87,6 +96,8 @@ class JobState:
         document = persistence.snapshot([*hosts.items(), *hosts.compact_items()], now,
                                         time.time(), ips.items())
         save_cdn_edges(ips, document)
+        if self.breaker:
+            document["suspended"] = suspensions.snapshot(self.breaker.items(), now)
         try:
             persistence.save(self.path, document)
         except (OSError, ValueError) as exc:
