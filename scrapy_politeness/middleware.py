@@ -7,12 +7,10 @@ are neither delayed nor counted; and, because ``process_response`` and
 (550) turns a 429/5xx or a transport error into a retry, so every outcome is
 fed back first.
 
-With the plugin's scheduler queue, requests wait in the scheduler and reach
-this middleware when their buckets allow; with any other queue they wait here.
-Either way nothing starts before both buckets allow it. The parts are in
-``downloader/`` (the gate on the event loop, the send lateness, slots, feedback),
-``distributed/`` (the shared backend), ``observe/`` (stats, trace) and
-``jobdir/``; the decisions themselves are in ``policy/``.
+With the plugin's scheduler queue, requests wait in the scheduler until their
+buckets allow; with any other queue they wait here. The parts are in ``downloader/``
+(the gate on the event loop, the send lateness, slots, feedback), ``distributed/``
+(the shared backend), ``observe/`` and ``jobdir/``; the decisions in ``policy/``.
 """
 
 from __future__ import annotations
@@ -204,7 +202,8 @@ class PolitenessMiddleware:
         if route is None:  # it bypasses the gate
             return
         key, ip = route
-        if self.hosts.whole(key) is None: await self.crawl_delays.relearn(request)  # noqa: E701
+        if self.hosts.whole(key) is None:  # first seen, or forgotten once idle
+            await self.crawl_delays.relearn(request)
         submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
