@@ -85,7 +85,7 @@ class Row:
 
 def run_scenario(name: str, spec: BroadSpec, pages: int, *, nginx: NginxCatchAll,
                  dns: Dnsmasq, configs: tuple[str, ...], workdir: Path, idle: float,
-                 stock_delay: float) -> list[Row]:
+                 stock_delay: float, timeline: bool = False) -> list[Row]:
     order = SCENARIOS[name][0]
     rows = []
     for config in configs:
@@ -93,7 +93,7 @@ def run_scenario(name: str, spec: BroadSpec, pages: int, *, nginx: NginxCatchAll
         progress(f"broad {name}: {config}, {spec.hosts} hosts on {spec.ips} IPs, "
                  f"{pages} page(s) each, {order}")
         job = {"hosts": spec.hosts, "ips": spec.ips, "port": nginx.port, "order": order,
-               "pages": pages, "idle": idle,
+               "pages": pages, "idle": idle, "timeline": timeline,
                "settings": settings_for(config, dns, stock_delay)}
         child = run_child(job, workdir / f"{name}-{config}", dns=dns.address)
         shutil.copyfile(nginx.access_log, workdir / f"{name}-{config}" / "access.log")
@@ -168,6 +168,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="seconds a crawl stays open after its last response")
     parser.add_argument("--stock-delay", type=float, default=1.0,
                         help="stock Scrapy's DOWNLOAD_DELAY (the plugin's start interval)")
+    parser.add_argument("--timeline", action="store_true",
+                        help="sample CPU, responses and garbage-collection time every second "
+                             "in the crawl (result.json's 'timeline'; costs a little)")
     parser.add_argument("--stop-after", type=float, default=60.0,
                         help="jobdir: SIGINT this many seconds after the first request")
     parser.add_argument("--out", type=Path)
@@ -204,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             pages = SCENARIOS[name][1] or args.pages
             rows += run_scenario(name, spec, pages, nginx=nginx, dns=dns, configs=configs,
                                  workdir=Path(tmp), idle=args.idle,
-                                 stock_delay=args.stock_delay)
+                                 stock_delay=args.stock_delay, timeline=args.timeline)
     lines = [f"Command: `python -m bench.broad {' '.join(argv or sys.argv[1:])}`", ""]
     if rows:
         lines += [*table(rows), "", *ratios(rows), ""]
