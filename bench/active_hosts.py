@@ -5,8 +5,9 @@ runs this). No network, no reactor: new hosts arrive at ``RATE`` per simulated
 second, each with ``PAGES`` requests (robots.txt and a page), through the gate,
 the host and IP tables, the bucket keys, the DNS cache (fed synthetic answers,
 TTL ``DNS_TTL``: longer than the idle time, so it is use that evicts, not the
-TTL) and its pins; a share of the hosts turn dead, ask a Crawl-delay or are
-parked, so the compact verdicts are in. Every ``EVERY`` simulated seconds the
+TTL) and its pins; a share of the hosts turn dead, ask a Crawl-delay, are
+parked or are suspended by the breaker (a probe that fails too), so the
+compact verdicts and the suspensions are in. Every ``EVERY`` simulated seconds the
 middleware's eviction pass runs (and the live line's count), timed. After the
 last host, the clock runs on until every host is idle past
 ``POLITENESS_IDLE_TTL`` and the verdicts' lifetimes.
@@ -31,6 +32,7 @@ from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.host_keys import HostKeys
 from scrapy_politeness.observe.live_line import PeriodWaits, snapshot
 from scrapy_politeness.policy import Config, Gate, HostTable, IPTable, Signal
+from scrapy_politeness.policy.breaker import Breaker
 
 RATE = 100.0  # new hosts per simulated second (about 200 requests/s)
 PAGES = 2  # requests per host: robots.txt and one page
@@ -47,7 +49,8 @@ CONFIG = Config(default=1.0, floor=0.25, ceiling=60.0, ip_floor=0.1)
 STRUCTURES = {"tables.py": "host table", "host_state.py": "host table",
               "verdicts.py": "verdicts", "ips.py": "IP table", "gate.py": "gate",
               "eligibility.py": "gate", "cache.py": "DNS answers and pins",
-              "host_keys.py": "host keys", "keys.py": "host keys"}
+              "host_keys.py": "host keys", "keys.py": "host keys",
+              "breaker.py": "suspensions"}
 PASS_THROUGH = ("idle_maps.py",)  # helpers: the caller's structure
 
 
@@ -127,6 +130,7 @@ class World:
         self.dns = SyntheticDns(hosts_file=None, max_ttl=DNS_TTL, clock=lambda: self.now)
         self.dns.n_ips = n_ips
         self.n_ips = n_ips
+        self.breaker = Breaker()  # POLITENESS_ON_CEILING = "suspend" (suspended_hosts.py)
         self.now = 0.0
         self.names: dict[str, str] = {}  # key -> host name, while its requests wait
         self.requests = 0
@@ -154,6 +158,15 @@ class World:
             self.requests += 1
             if i % 100 == 7:  # robots.txt asked for a Crawl-delay (CrawlDelays.parsed)
                 state.crawl_delay = 2.0
+            if i % 500 == 13:  # down: suspended, and its probe fails too (SuspendedHosts)
+                self.breaker.sent(key, state, now)
+                hosts.feedback(key, Signal(503, 0.0, LATENCY), now + LATENCY)
+                self.breaker.judge(key, state, tripped=True, sent_at=now, failed=True,
+                                   now=now + LATENCY)
+                gate.done(key)
+                if not gate.waiting_for(key):
+                    del self.names[key]
+                continue
             status = 503 if i % 200 == 3 else 200
             hosts.feedback(key, Signal(status, 0.0, LATENCY), now + LATENCY)
             if i % 200 == 3:
@@ -170,6 +183,9 @@ class World:
         t0 = time.perf_counter()
         now = self.now
         self.hosts.evict(now - self.idle_ttl)
+        hosts, gate = self.hosts, self.gate
+        self.breaker.prune(now - self.idle_ttl, lambda key: hosts.whole(key) is not None
+                           or gate.waiting_for(key) > 0)
         self.ips.evict(now - MARGIN)
         self.dns.evict(now - self.idle_ttl)
         self.keys.trim()
@@ -197,7 +213,7 @@ def simulate(n_hosts: int, n_ips: int = 1000, idle_ttl: float = IDLE_TTL, *,
     base_bytes = tracemalloc.get_traced_memory()[0]
     first: dict[str, int] = {}
     at_peak: dict[str, int] = {}
-    peak = first_bytes = 0
+    peak = first_bytes = suspended_peak = 0
     passes: list[tuple[int, float, float]] = []  # (hosts seen, eviction s, live line s)
     windows: list[tuple[int, float]] = []  # (requests, CPU seconds) between two passes
     arrived = 0
@@ -223,6 +239,7 @@ def simulate(n_hosts: int, n_ips: int = 1000, idle_ttl: float = IDLE_TTL, *,
                 passes.append((arrived, *timed))
             current = tracemalloc.get_traced_memory()[0]
             peak = max(peak, current)
+            suspended_peak = max(suspended_peak, len(world.breaker))
             if arrived < n_hosts and n_hosts - arrived <= RATE * EVERY:
                 at_peak = split(_snapshot(), base)
             cpu = time.process_time()
@@ -255,7 +272,9 @@ def simulate(n_hosts: int, n_ips: int = 1000, idle_ttl: float = IDLE_TTL, *,
         "after_first": first, "at_peak": at_peak, "after_idle": idle,
         "left_after_idle": {"host states": len(world.hosts), "ips": len(world.ips),
                             "dns names": len(world.dns), "dead records": dead,
-                            "crawl-delay records": delays, "park records": parks},
+                            "crawl-delay records": delays, "park records": parks,
+                            "suspensions": len(world.breaker)},
+        "suspensions_at_peak": suspended_peak,
         "hosts_seen_first_tenth": first_passes[-1][0],
         "hosts_seen_last_tenth": last_passes[-1][0],
         "eviction_ms_first_tenth": _mean_ms(first_passes, 1),

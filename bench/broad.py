@@ -89,7 +89,8 @@ class Row:
 
 def run_scenario(name: str, spec: BroadSpec, pages: int, *, nginx: NginxCatchAll,
                  dns: Dnsmasq, configs: tuple[str, ...], workdir: Path, idle: float,
-                 stock_delay: float, stock_stop_after: float | None = None) -> list[Row]:
+                 stock_delay: float, timeline: bool = False,
+                 stock_stop_after: float | None = None) -> list[Row]:
     order = SCENARIOS[name][0]
     rows = []
     for config in configs:
@@ -97,7 +98,7 @@ def run_scenario(name: str, spec: BroadSpec, pages: int, *, nginx: NginxCatchAll
         progress(f"broad {name}: {config}, {spec.hosts} hosts on {spec.ips} IPs, "
                  f"{pages} page(s) each, {order}")
         job = {"hosts": spec.hosts, "ips": spec.ips, "port": nginx.port, "order": order,
-               "pages": pages, "idle": idle,
+               "pages": pages, "idle": idle, "timeline": timeline,
                "settings": settings_for(config, dns, stock_delay)}
         where = workdir / f"{name}-{config}"
         stop_after = stock_stop_after if config == "stock" else None
@@ -206,6 +207,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="seconds a crawl stays open after its last response")
     parser.add_argument("--stock-delay", type=float, default=1.0,
                         help="stock Scrapy's DOWNLOAD_DELAY (the plugin's start interval)")
+    parser.add_argument("--timeline", action="store_true",
+                        help="sample CPU, responses and garbage-collection time every second "
+                             "in the crawl (result.json's 'timeline'; costs a little)")
     parser.add_argument("--stop-after", type=float, default=60.0,
                         help="jobdir: SIGINT this many seconds after the first request")
     parser.add_argument("--stock-stop-after", type=float,
@@ -245,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             pages = SCENARIOS[name][1] or args.pages
             rows += run_scenario(name, spec, pages, nginx=nginx, dns=dns, configs=configs,
                                  workdir=Path(tmp), idle=args.idle,
-                                 stock_delay=args.stock_delay,
+                                 stock_delay=args.stock_delay, timeline=args.timeline,
                                  stock_stop_after=args.stock_stop_after)
     lines = [f"Command: `python -m bench.broad {' '.join(argv or sys.argv[1:])}`", ""]
     if rows:

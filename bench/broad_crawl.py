@@ -19,6 +19,7 @@ list in) and ``DIR/closed.txt`` (spider closed).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import resource
@@ -119,6 +120,48 @@ class BroadSpider(scrapy.Spider):
         return None
 
 
+class _Timeline:
+    """Every second: wall, CPU, responses, and the time the garbage collector held the
+    loop by generation (``gc.callbacks``): what a crawl's windows cost, from inside."""
+
+    def __init__(self, crawler: Any) -> None:
+        self.crawler = crawler
+        self.rows: list[list[float]] = []
+        self.gc_seconds = [0.0, 0.0, 0.0]
+        self.gc_count = [0, 0, 0]
+        self._gc_start = 0.0
+        self._loop: Any = None
+
+    def start(self) -> None:
+        """At ``engine_started``: the reactor is Scrapy's by then."""
+        from twisted.internet import task
+
+        gc.callbacks.append(self._gc)
+        self._loop = task.LoopingCall(self._sample)
+        self._loop.start(1.0)
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+            return
+        gen = info["generation"]
+        self.gc_seconds[gen] += time.perf_counter() - self._gc_start
+        self.gc_count[gen] += 1
+
+    def _sample(self) -> None:
+        stats = self.crawler.stats
+        count = stats.get_value("response_received_count", 0) if stats is not None else 0
+        self.rows.append([time.time(), time.process_time(), count, *self.gc_seconds,
+                          *self.gc_count])
+
+    def close(self) -> list[list[float]]:
+        if self._gc in gc.callbacks:
+            gc.callbacks.remove(self._gc)
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        return self.rows
+
+
 def _plain(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
 
@@ -139,6 +182,8 @@ def main(path: str) -> None:
 
     def started() -> None:
         marks["engine_started"], marks["engine_started_cpu"] = time.time(), time.process_time()
+        if timeline is not None:
+            timeline.start()
 
     def idle() -> None:
         """Keep the spider open until no response came for ``idle_for`` seconds."""
@@ -155,6 +200,7 @@ def main(path: str) -> None:
         marks["closed"], marks["closed_cpu"] = time.time(), time.process_time()
         dump_allocations("closed")
 
+    timeline = _Timeline(crawler) if job.get("timeline") else None
     crawler.signals.connect(started, signal=signals.engine_started)
     crawler.signals.connect(idle, signal=signals.spider_idle)
     crawler.signals.connect(closed, signal=signals.spider_closed)
@@ -163,7 +209,8 @@ def main(path: str) -> None:
     assert crawler.stats is not None
     result = {"stats": {k: _plain(v) for k, v in crawler.stats.get_stats().items()},
               "marks": marks,
-              "queue": str(crawler.settings.get("SCHEDULER_PRIORITY_QUEUE"))}
+              "queue": str(crawler.settings.get("SCHEDULER_PRIORITY_QUEUE")),
+              "timeline": timeline.close() if timeline is not None else None}
     with open(job["out"], "w", encoding="utf-8") as fh:
         json.dump(result, fh)
 

@@ -1,7 +1,7 @@
 """Three scrapy-redis processes on one Redis: the frontier queue vs the stock queue.
 
     .venv/bin/python -m bench.frontier [--quick] [--scenarios head-of-line,broad,shared-ip]
-        [--queues frontier,stock-queue] [--batch N]
+        [--queues frontier,stock-queue] [--batch N] [--breakdown]
 
 Per scenario, side by side in one run, each on a fresh redis-server and farm:
 ``frontier`` (scrapy-redis's scheduler + the add-on, which picks
@@ -81,7 +81,42 @@ def _ms(gap: float | None) -> str:
     return "-" if gap is None else f"{gap * 1000:.0f}"
 
 
-def run(scenario: Scenario, config: str, binary: str, batch: int | None = None) -> str:
+def script_names() -> dict[str, str]:
+    """The plugin's scripts by their SHA1 (EVALSHA's first argument)."""
+    import hashlib
+
+    from scrapy_politeness.distributed.frontier import FRONTIER_SCRIPTS, frontier_script
+    from scrapy_politeness.distributed.redis_backend import _SCRIPTS, _script
+
+    sources = {f"frontier_{n}": frontier_script(n) for n in FRONTIER_SCRIPTS}
+    sources.update({n: _script(n + ".lua") for n in _SCRIPTS})
+    return {hashlib.sha1(src.encode()).hexdigest(): n for n, src in sources.items()}
+
+
+def breakdown(name: str, counter: CommandCounter, requests: int) -> str:
+    """Commands and script calls per request served, by name, most first."""
+    per = max(requests, 1)
+    names = script_names()
+    commands = ", ".join(f"{c} {n / per:.2f}" for c, n in counter.counts.most_common())
+    lines = [f"{name}: sent per request: {commands}"]
+    inside = sum(counter.inner.values())
+    lines.append(f"{name}: run inside scripts per request: {inside / per:.2f}")
+    for sha, n in counter.shas.most_common():
+        ran = Counter({c: k for (s, c), k in counter.inner.items() if s == sha})
+        top = ", ".join(f"{c} {k / n:.1f}" for c, k in ran.most_common(8))
+        lines.append(f"  {names.get(sha, sha[:8])}: {n / per:.2f} calls per request, "
+                     f"{sum(ran.values()) / n:.1f} commands per call ({top})")
+    lines.append("  frontier_pop calls per request by kind: "
+                 + ", ".join(f"{k} {n / per:.2f}" for k, n in counter.pops.most_common()))
+    for kind, calls in counter.pops.most_common():
+        ran = Counter({c: k for (s, c), k in counter.pop_inner.items() if s == kind})
+        lines.append(f"    {kind}: {sum(ran.values()) / calls:.1f} commands each: "
+                     + ", ".join(f"{c} {k / calls:.2f}" for c, k in ran.most_common()))
+    return "\n".join(lines)
+
+
+def run(scenario: Scenario, config: str, binary: str, batch: int | None = None,
+        detail: bool = False) -> str:
     server = RedisServer(binary).start()
     try:
         with Farm(scenario.spec) as farm:
@@ -131,6 +166,13 @@ def run(scenario: Scenario, config: str, binary: str, batch: int | None = None) 
     close_bound = j.bound * 1.10 + (RETRY_TIMES + 1) * DNS_TIMEOUT + MAX_IDLE + 2.0
     close = (f" closed {closed:.1f} s after the first fetch (bound {close_bound:.1f} s);"
              f" second run fetched {again}" if again >= 0 else "")
+    if detail:
+        print(breakdown(f"{scenario.name}/{config}", counter, j.requests), file=sys.stderr)
+        stats: Counter[str] = Counter()
+        for log in fleet.logs:
+            for name, n in re.findall(r"'politeness/(frontier/\w+)': (\d+)", log):
+                stats[name] += int(n)
+        print(f"  stats: {dict(stats)}", file=sys.stderr)
     return (f"| {scenario.name} | {config} | {j.requests} | {j.urls_ok}/{j.urls} | {twice} "
             f"| {j.host_viol} | {j.ip_viol} | {_ms(j.min_host_gap)} | {_ms(j.min_ip_gap)} "
             f"| {j.wall:.2f} | {j.bound:.2f} | {j.ratio:.2f} "
@@ -146,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="frontier, stock-queue or both (side by side)")
     parser.add_argument("--batch", type=int, default=None,
                         help="the spider's redis_batch_size (default: scrapy-redis's)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also print commands and scripts per request by name (stderr)")
     args = parser.parse_args(argv)
     binary = shutil.which("redis-server")
     if binary is None:
@@ -158,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.scenarios.split(","):
         scenario = SCENARIOS[name](args.quick)
         for config in args.queues.split(","):
-            print(run(scenario, config, binary, args.batch), flush=True)
+            print(run(scenario, config, binary, args.batch, args.breakdown), flush=True)
     return 0
 
 

@@ -7,12 +7,10 @@ are neither delayed nor counted; and, because ``process_response`` and
 (550) turns a 429/5xx or a transport error into a retry, so every outcome is
 fed back first.
 
-With the plugin's scheduler queue, requests wait in the scheduler and reach
-this middleware when their buckets allow; with any other queue they wait here.
-Either way nothing starts before both buckets allow it. The parts are in
-``downloader/`` (the gate on the event loop, the send lateness, slots, feedback),
-``distributed/`` (the shared backend), ``observe/`` (stats, trace) and
-``jobdir/``; the decisions themselves are in ``policy/``.
+With the plugin's scheduler queue, requests wait in the scheduler until their
+buckets allow; with any other queue they wait here. The parts are in ``downloader/``
+(the gate on the event loop, the send lateness, slots, feedback), ``distributed/``
+(the shared backend), ``observe/`` and ``jobdir/``; the decisions in ``policy/``.
 """
 
 from __future__ import annotations
@@ -26,9 +24,10 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
 from scrapy_politeness.distributed import make_backend
-from scrapy_politeness.distributed.sync import SharedSync
+from scrapy_politeness.distributed.sync import SharedSync, SuspendedElsewhere
 from scrapy_politeness.dns.cache import DnsCache
 from scrapy_politeness.downloader.address_fallback import AddressFallback
+from scrapy_politeness.downloader.cdn_edges import watch_edges
 from scrapy_politeness.downloader.crawl_delays import CrawlDelays
 from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
 from scrapy_politeness.downloader.estimates import NETWORK_SCHEMES, Readiness, RequestBuckets
@@ -47,6 +46,7 @@ from scrapy_politeness.downloader.watchdog import Watchdog
 from scrapy_politeness.jobdir.learnt_state import JobState
 from scrapy_politeness.observe.observer import STATS, Observer
 from scrapy_politeness.policy import Gate, HostTable, IPTable
+from scrapy_politeness.policy.cdn_edges import CdnEdges
 from scrapy_politeness.scheduler.robots_prefetch import RobotsPrefetch
 from scrapy_politeness.sending import Sender
 from scrapy_politeness.settings import PolitenessSettings
@@ -82,7 +82,9 @@ class PolitenessMiddleware:
         self.stats = crawler.stats
         self.hosts = HostTable(settings.config, dead_after=settings.dead_after,
                                overrides=dict(settings.hosts))
-        self.ips = IPTable(settings.config.ip_floor, settings.ip_model)
+        edges = CdnEdges() if settings.cdn_edges else None
+        self.ips = IPTable(settings.config.ip_floor, settings.ip_model, edges=edges,
+                           edge_floor=settings.edge_floor)
         self.gate: Gate[Waiter] = Gate(
             self.hosts, self.ips, margin=settings.send_margin,
             max_in_flight=crawler.settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
@@ -92,7 +94,9 @@ class PolitenessMiddleware:
             min_ttl=settings.dns_min_ttl, max_ttl=settings.dns_max_ttl,
             negative_ttl=settings.dns_negative_ttl, hosts_file=settings.dns_hosts_file,
             resolv_conf=settings.dns_resolv_conf)
-        self.keys = HostKeys(settings.grouping, settings.ip_exempt)
+        # A recognised edge has no IP bucket, unless POLITENESS_EDGE_FLOOR spaces it.
+        self.keys = HostKeys(settings.grouping, settings.ip_exempt,
+                             edges if settings.edge_floor <= 0 else None)
         self.slip = SendSlip(self.hosts, self.ips, settings.send_margin)
         self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check)
         self.slip.on_earlier = self.driver.retime
@@ -107,6 +111,7 @@ class PolitenessMiddleware:
             on_loss=settings.backend_on_loss, margin=settings.send_margin,
             idle_margin=settings.idle_ttl)
         self.backend = backend
+        self.edges = watch_edges(edges, self.stats, settings.edge_floor, backend, self.dns)
         self.shared = None if backend is None else SharedSync(
             backend, self.hosts, self.slip, self.stats, on_dead=self._died_elsewhere,
             on_change=self.driver.retime)
@@ -115,13 +120,13 @@ class PolitenessMiddleware:
             self.gate, self.hosts, driver=self.driver, dropped=self.dropped, observer=self.observer,
             stats=self.stats, shared=self.shared, max_retry_after=settings.max_retry_after,
             suspended=self.suspended)
-        self.jobstate = JobState(settings, crawler.settings, shared=backend is not None)
+        self.jobstate = JobState(settings, crawler.settings, self.suspended.kept, bool(backend))
         self.jobstate.inspect()  # now: before the scheduler opens the JOBDIR
         # The crawl's own loop lag, measured while any download holds a slot.
         self.loop_lag = LoopMonitor(lambda: self.tickets.held)
         self.tickets = Tickets(crawler, driver=self.driver, outcomes=self.outcomes,
                                hosts=self.hosts, loop_lag=self.loop_lag,
-                               fallback=AddressFallback(self.dns, self.stats))
+                               fallback=AddressFallback(self.dns, self.stats), edges=self.edges)
         self._dispatched = self.tickets.held  # request -> its dispatch, until its slot is freed
         self.sender = Sender(
             hosts=self.hosts, ips=self.ips, slip=self.slip, shared=self.shared, dns=self.dns,
@@ -135,14 +140,14 @@ class PolitenessMiddleware:
         self._pin: Pin | None = None
         crawler.signals.connect(self._spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self._spider_closed, signal=signals.spider_closed)
-        self.crawl_delays = CrawlDelays(self, crawler.settings)
+        self.crawl_delays = CrawlDelays(self, crawler.settings, crawler)
         crawler.signals.connect(self.crawl_delays.parsed, signal=signals.robots_parsed)
         SignalHub.of(crawler).on(signals.headers_received, self._headers_received)
         self.robots_prefetch = RobotsPrefetch.connect(crawler, settings, self.stats)
         self.periodic = PeriodicTasks(
-            crawler, settings, gate=self.gate, driver=self.driver, hosts=self.hosts,
-            ips=self.ips, dns=self.dns, keys=self.keys, dropped=self.dropped,
-            observer=self.observer, on_closing=self._close_gate, chores=self._chores)
+            crawler, settings, gate=self.gate, driver=self.driver, hosts=self.hosts, ips=self.ips,
+            dns=self.dns, keys=self.keys, dropped=self.dropped, observer=self.observer,
+            suspended=self.suspended, on_closing=self._close_gate, chores=self._chores)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -171,14 +176,19 @@ class PolitenessMiddleware:
 
     # -- the request ---------------------------------------------------------
 
-    async def process_request(self, request: Request) -> None:
+    async def process_request(self, request: Request) -> Request | None:
         if request in self._dispatched:  # the same object again, its last pass unreported
             self.tickets.reentered(request)
         try:
             await self._process_request(request)
+        except SuspendedElsewhere:  # back to the scheduler: it waits there with its host
+            self.tickets.abort(request)
+            self.stats.inc_value(STATS + "shared/requeued_suspended")
+            return request.replace(dont_filter=True)
         except BaseException:  # an error, a cancellation while a booked start sleeps
             self.tickets.abort(request)  # frees its slot if the gate had let it through
             raise
+        return None
 
     async def _process_request(self, request: Request) -> None:
         parsed = urlparse_cached(request)
@@ -192,6 +202,8 @@ class PolitenessMiddleware:
         if route is None:  # it bypasses the gate
             return
         key, ip = route
+        if self.hosts.whole(key) is None:  # first seen, or forgotten once idle
+            await self.crawl_delays.relearn(request)
         submitted = loop.time()
         bucket = self.keys.ip_bucket(ip)
         release, waited_in_gate = await self.driver.wait(key, bucket, submitted)
@@ -220,6 +232,8 @@ class PolitenessMiddleware:
         return AddressFallback.again(request)  # the name's next address, if it has one
 
     def _chores(self, now: float) -> None:
+        if self.edges is not None:
+            self.edges.read_fleet(now)  # every SHARE_EVERY s, with Redis
         self.tickets.sweep()
         self.watchdog.check(now)
         self.suspended.tick(now)
@@ -242,6 +256,8 @@ class PolitenessMiddleware:
                             frozen)
         if self.shared is not None:
             await self.shared.open()
+            if self.edges is not None:
+                await self.edges.read_fleet_now()  # the fleet's edges, before the first request
         if self.settings.dns_pin:
             from scrapy_politeness.dns.pinning import (
                 install,  # imports Twisted's reactor: only once the crawl runs
@@ -274,6 +290,8 @@ class PolitenessMiddleware:
         now = self.loop.time() if self.loop is not None else None
         self.jobstate.save(self.hosts, self.ips, now or 0.0, self.stats)
         self.observer.report(now)
+        if self.edges is not None:
+            self.edges.report()
         self.observer.close(now)
 
     def host_report(self, top: int | None = None) -> list[dict[str, Any]]:

@@ -58,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "POLITENESS_HOSTS": {},
     "POLITENESS_HOST_GROUPING": "host",
     "POLITENESS_IP_EXEMPT": [],
+    "POLITENESS_CDN_EDGES": True,
+    "POLITENESS_EDGE_FLOOR": 0.0,
     "POLITENESS_SEND_MARGIN": 0.01,
     "POLITENESS_IDLE_TTL": 300.0,
     "POLITENESS_DNS_NAMESERVERS": [],
@@ -151,6 +153,8 @@ class PolitenessSettings:
     suspend_max_cooldown: float = DEFAULTS["POLITENESS_SUSPEND_MAX_COOLDOWN"]
     wait_for_suspended: bool = False
     dns_concurrency: int = DEFAULTS["POLITENESS_DNS_CONCURRENCY"]
+    cdn_edges: bool = True
+    edge_floor: float = 0.0
 
     @classmethod
     def from_settings(cls, settings: _SettingsLike | Mapping[str, Any]) -> PolitenessSettings:
@@ -248,6 +252,8 @@ class PolitenessSettings:
                                        raw("POLITENESS_WAIT_FOR_SUSPENDED")),
             dns_concurrency=number("POLITENESS_DNS_CONCURRENCY",
                                    raw("POLITENESS_DNS_CONCURRENCY"), minimum=1, integer=True),
+            cdn_edges=boolean("POLITENESS_CDN_EDGES", raw("POLITENESS_CDN_EDGES")),
+            edge_floor=number("POLITENESS_EDGE_FLOOR", raw("POLITENESS_EDGE_FLOOR")),
         )
 
     def config_for(self, key: str) -> Config:

@@ -142,6 +142,16 @@ class CommandCounter:
 
         parts = urlsplit(redis_url)
         self.counts: collections.Counter[str] = collections.Counter()
+        self.shas: collections.Counter[str] = collections.Counter()  # EVALSHA by script
+        # (script SHA1, command) run inside it: MONITOR shows a script's
+        # commands right after the EVALSHA line that ran it
+        self.inner: collections.Counter[tuple[str, str]] = collections.Counter()
+        self._script = ""
+        # frontier_pop calls by kind: 'beat' (picks 0), 'req' (handed one out), 'none'
+        self.pops: collections.Counter[str] = collections.Counter()
+        self._pop = ""
+        self.pop_inner: collections.Counter[tuple[str, str]] = collections.Counter()  # by kind
+        self._ran: list[str] = []
         self._sock = socket.create_connection((parts.hostname, parts.port or 6379))
         self._sock.sendall(b"MONITOR\r\n")
         self._buf = b""
@@ -165,11 +175,28 @@ class CommandCounter:
             for line in lines:
                 # +<time> [<db> <client>] "COMMAND" ...; <client> is "lua" inside a script
                 head, _, rest = line.partition(b"] ")
-                if head.endswith(b" lua") or not rest.startswith(b'"'):
+                if not rest.startswith(b'"'):
                     continue
-                name = rest[1:].partition(b'"')[0]
-                command = name.decode().upper()
+                command = rest[1:].partition(b'"')[0].decode().upper()
+                if head.endswith(b" lua"):
+                    self.inner[self._script, command] += 1
+                    if command == "ZINCRBY" and self._pop:
+                        self._pop = "req"
+                    self._ran.append(command)
+                    continue
+                if self._pop:
+                    self.pops[self._pop] += 1
+                    for ran in self._ran:
+                        self.pop_inner[self._pop, ran] += 1
+                self._ran = []
+                self._pop = ""
                 self.counts[command] += 1
+                self._script = rest.split(b'"')[3].decode() if command == "EVALSHA" else ""
+                if self._script:
+                    self.shas[self._script] += 1
+                    parts = rest.split(b'"')
+                    if len(parts) > 15 and parts[7].endswith(b":requests"):
+                        self._pop = "beat" if parts[15] == b"0" else "none"
             if self._stop:
                 return
 

@@ -40,6 +40,9 @@ SPEC: dict[str, Any] = {
                             "dns": {"mode": "cname", "target": "alias2.farm.test"}},
         "alias2.farm.test": {"ip": "127.0.0.2",
                              "dns": {"mode": "cname", "target": "ok.farm.test"}},
+        "shop.farm.test": {"ip": "127.0.0.3",
+                           "dns": {"mode": "cname", "target": "shop.farm.test.cdn.cloudflare.net"}},
+        "shop.farm.test.cdn.cloudflare.net": {"ip": "127.0.0.3"},
         "v6.farm.test": {"ip": "127.0.0.2", "dns": {"mode": "v6only"}},
         "empty.farm.test": {"ip": "127.0.0.2", "dns": {"mode": "nodata"}},
         "moving.farm.test": {"ip": "127.0.0.2",
@@ -211,6 +214,18 @@ async def test_truncated_udp_answer_falls_back_to_tcp(farm: Farm) -> None:
 @pytest_twisted.ensureDeferred
 async def test_cname_chain_is_followed(farm: Farm) -> None:
     assert await resolve(_cache(farm), "alias.farm.test") == "127.0.0.2"
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_answer_through_a_cname_chain_reports_its_canonical_name(farm: Farm) -> None:
+    """What tells a CDN edge before the first response: the chain's end, with the
+    answer's addresses; a name answered directly reports nothing."""
+    seen: list[tuple[str, str, tuple[str, ...]]] = []
+    cache = _cache(farm)
+    cache.on_cname = lambda *answer: seen.append(answer)
+    assert await resolve(cache, "shop.farm.test") == "127.0.0.3"
+    assert await resolve(cache, "ok.farm.test") == "127.0.0.2"
+    assert seen == [("shop.farm.test", "shop.farm.test.cdn.cloudflare.net.", ("127.0.0.3",))]
 
 
 @pytest_twisted.ensureDeferred

@@ -69,6 +69,16 @@ def test_the_pages_users_look_for_exist() -> None:
     assert "keepachangelog.com" in changelog
 
 
+def test_the_migration_page_lists_every_throttle_setting_the_plugin_warns_about() -> None:
+    from scrapy_politeness.startup.throttles import REPLACED
+
+    text = (ROOT / "docs" / "usage" / "migrating-from-autothrottle.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    missing = [name for name in [*REPLACED, "DOWNLOAD_SLOTS"]
+               if not any(f"`{name}" in row for row in rows)]
+    assert not missing, f"not in the migration page's table: {missing}"
+
+
 def test_every_setting_is_in_the_settings_reference() -> None:
     text = (ROOT / "docs" / "reference" / "settings.md").read_text(encoding="utf-8")
     missing = [name for name in DEFAULTS if f"| `{name}` |" not in text]
@@ -96,7 +106,9 @@ HISTORY = re.compile(
     r"|\b[Pp]revious (?:versions?|releases?|code|models?|controllers?|designs?|back-?offs?"
     r"|rules?|behaviou?r|figures?)\b"
     r"|\b[Pp]redat(?:e|es|ed|ing)\b|\b(?:[Tt]he plugin|[Ii]t) used to\b"
-    r"|\b(?:[Oo]ld|[Nn]ew) code\b|\b[Bb]efore the (?:fix|change)\b|\b[Bb]ranch [a-z]+\d+\w*")
+    r"|\b(?:[Oo]ld|[Nn]ew) code\b|\b[Bb]efore the (?:fix|change)\b|\b[Bb]ranch [a-z]+\d+\w*"
+    r"|\b[Oo]lder (?:versions?|releases?|code|models?|controllers?|designs?|rules?)\b"
+    r"|\bthen in force\b")
 
 
 @pytest.mark.parametrize("page", USER_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -110,7 +122,8 @@ def test_history_pattern_catches_what_it_should() -> None:
     for text in ("round 9", "Round 5", "rounds 5-6", "issue 9", "issue #12", "run I)", "runs E,",
                  "run F in bench", "Runs A and B", "the issue allows +1", "the earlier back-off",
                  "figures below predate the shorter wait", "a previous version", "Earlier runs",
-                 "The plugin used to read", "the new code had", "branch r10b", "before the fix"):
+                 "The plugin used to read", "the new code had", "branch r10b", "before the fix",
+                 "measured under an older model", "the per-IP rule then in force"):
         assert HISTORY.search(text), text
     for text in ("--rounds 5", "round paces", "issues the same requests", "run a crawl", "Run it",
                  "run N Scrapy processes", "median of 5 rounds", "a cold one sent earlier",

@@ -30,8 +30,8 @@ from scrapy_politeness._sitefarm import Farm
 pytest.importorskip("scrapy_redis")
 
 # Per request served, INFO commandstats (see docs/usage/redis.md for the figures).
-COMMANDS_PER_REQUEST = 85.0
-SCRIPTS_PER_REQUEST = 5.0
+COMMANDS_PER_REQUEST = 75.0
+SCRIPTS_PER_REQUEST = 4.0
 
 
 @pytest.fixture

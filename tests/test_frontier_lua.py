@@ -427,3 +427,50 @@ def test_a_process_served_less_takes_a_claim_over(redis_server: RedisServer) -> 
     assert f.pop("p2")[0] == "wait"
     assert f.r.get(f"{P}:claim:127.2.0.1").startswith(b"p2 ")
     assert f.pop("p1")[0] == "claimed"
+
+
+def test_a_hand_out_says_when_the_next_host_is_truly_due_and_claims_it(
+        redis_server: RedisServer) -> None:
+    """The index entry of the host due next is a lower bound (another process
+    booked its IP since): the pop that hands a request out reads it, re-files it
+    at its real instant and claims its bucket, so this process asks again then
+    and finds it ready, instead of at once to be told "wait" (a round trip)."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("b.test", "r2", ip="127.2.0.2")
+    ip_due = f.now() + 1.0  # another process booked b's IP for then
+    f.r.set(f"{NS}:ip:127.2.0.2", repr(ip_due))
+    reply = f.pop("p1")
+    assert reply[:2] == ["req", "r1"]
+    next_in = float(reply[6])
+    assert next_in == pytest.approx(ip_due + MARGIN - LEAD - f.now(), abs=0.05)
+    filed = f.r.zscore(f"{P}:hosts", "b.test")
+    assert filed is not None
+    assert filed == pytest.approx(ip_due + MARGIN, abs=0.002)
+    claim = f.r.get(f"{P}:claim:127.2.0.2")
+    assert claim is not None
+    assert claim.decode().startswith("p1 ")
+    assert f.pop("p2")[0] == "claimed"  # the others pass over it
+
+
+def test_pushes_riding_on_a_pop_write_each_host_entry_once(redis_server: RedisServer) -> None:
+    """A batch of pushes takes its push numbers with one INCRBY and writes a
+    host's IP and index entry once, however many of its requests it carries
+    (counted by the server); the order within the host stays first in, first out."""
+    f = Frontier(redis_server)
+
+    def calls() -> dict[str, int]:
+        return {k.removeprefix("cmdstat_"): int(v["calls"])
+                for k, v in f.r.info("commandstats").items()}
+
+    before = calls()
+    f.pop(picks=0, pushes=(("a.test", "r1", "127.2.0.1"), ("a.test", "r2", "127.2.0.1"),
+                           ("a.test", "r3", "127.2.0.1"), ("b.test", "r4", "127.2.0.2")))
+    after = calls()
+    ran = {k: after.get(k, 0) - before.get(k, 0) for k in ("incr", "incrby", "zadd", "set")}
+    # zadd: 4 requests, 2 index entries, the heartbeat; set: 2 hosts' IPs
+    assert ran == {"incr": 0, "incrby": 2, "zadd": 7, "set": 2}
+    assert f.length() == (4, 0)
+    out = f.drain()
+    assert sorted(out) == ["r1", "r2", "r3", "r4"]
+    assert [x for x in out if x != "r4"] == ["r1", "r2", "r3"]

@@ -89,6 +89,8 @@ def test_compact_verdicts_of_idle_hosts_are_saved_and_restored(tmp_path: Path) -
     now = 5000.0
     table = _learnt_table(now)
     table.touch("dead.test", now - 10.0)  # its last outcome
+    for key in ("polite.test", "skipped.test"):  # used within the ceiling: records kept
+        table.touch(key, now - 20.0)
     table.touch("slow.test", now - 1.0)  # the most recently touched
     table.evict(now - 5.0)  # everything but slow.test (Retry-After window) goes compact
     assert table.whole("polite.test") is None
@@ -354,3 +356,48 @@ def test_a_resumed_crawl_keeps_the_learnt_pace_of_a_rate_limited_host(
     assert [a.status for a in second] == [200] * 15  # no 429 to relearn the pace
     gaps = [b.t - a.t for a, b in itertools.pairwise(second)]
     assert max(gaps[1:]) < 0.75  # the learnt pace from the start, not the 1 s default
+
+
+def test_a_suspended_host_resumes_suspended_with_its_cool_down_step(tmp_path: Path) -> None:
+    """The breaker's doubling is kept across a pause: a host whose probe failed
+    twice resumes suspended, and its next failed probe doubles the 40 s step it
+    had reached, not the first 10 s."""
+    from scrapy_politeness.policy import Signal
+    from scrapy_politeness.policy.breaker import Verdict
+
+    mw = _middleware(JOBDIR=str(tmp_path), POLITENESS_SUSPEND_COOLDOWN=10.0)
+    breaker = mw.suspended.breaker
+    state = mw.hosts.get("down.test")
+    now = 1000.0
+    assert breaker.judge("down.test", state, tripped=True, sent_at=now, failed=True,
+                         now=now) is Verdict.SUSPENDED
+    for _ in range(2):  # two probes, both failed: 20 s, then 40 s
+        now = breaker.get("down.test").until  # type: ignore[union-attr]
+        breaker.judge("down.test", state, tripped=True, sent_at=now, failed=True, now=now)
+    assert breaker.get("down.test").cooldown == 40.0  # type: ignore[union-attr]
+    mw.jobstate.save(mw.hosts, mw.ips, now + 15.0, mw.stats)
+
+    again = _middleware(JOBDIR=str(tmp_path), POLITENESS_SUSPEND_COOLDOWN=10.0)
+    again.jobstate.restore(again.hosts, again.ips, 7.0, again.stats, None)
+    restored = again.suspended.breaker.get("down.test")
+    assert restored is not None
+    assert restored.cooldown == 40.0
+    assert restored.probes == 2
+    assert 7.0 < restored.until <= 7.0 + 25.0  # 25 s of its 40 s were left, less the pause
+    assert again.suspended.breaker.suspended("down.test", 8.0)
+    state = again.hosts.get("down.test")
+    assert state.not_before == pytest.approx(restored.until, abs=1.0)  # held in the queue too
+    probe_at = restored.until
+    again.hosts.feedback("down.test", Signal(503), probe_at)
+    assert again.suspended.breaker.judge("down.test", state, tripped=False, sent_at=probe_at,
+                                         failed=True, now=probe_at) is Verdict.RESUSPENDED
+    assert again.suspended.breaker.get("down.test").cooldown == 80.0  # type: ignore[union-attr]
+
+
+def test_a_saved_suspension_that_is_garbage_is_refused() -> None:
+    from scrapy_politeness.jobdir import suspensions
+
+    document = persistence.snapshot([], 0.0, 1.0)
+    document["suspended"] = {"down.test": {"probe_in": 5.0, "cooldown": -1.0}}
+    with pytest.raises(persistence.StateError, match="cooldown"):
+        suspensions.check(document)

@@ -166,3 +166,26 @@ def test_an_outage_costs_no_request_and_sends_nothing_while_suspended() -> None:
     assert len(probes) == len(suspended_windows)
     assert not table.get("h").dead
 
+
+
+def test_a_suspension_of_a_host_that_no_longer_matters_is_forgotten() -> None:
+    """Its probe instant long past, no state, nothing waiting: the record goes,
+    so the suspensions follow the hosts in use (and the live line's count)."""
+    breaker = Breaker(cooldown=10.0)
+    table = HostTable(CONFIG, dead_after=2)
+    for key in ("gone.test", "waiting.test", "later.test"):
+        _trip(breaker, table, key, 0.0)
+    breaker.judge("later.test", table.get("later.test"), tripped=True, sent_at=20.0,
+                  failed=True, now=20.0)  # its probe failed: suspended until 40
+    waiting = {"waiting.test"}  # requests still queued for it
+    assert breaker.prune(5.0, lambda key: key in waiting) == 0  # probes not due by the cutoff
+    assert breaker.prune(15.0, lambda key: key in waiting) == 1
+    assert "gone.test" not in breaker
+    assert "waiting.test" in breaker  # honoured while its requests wait
+    assert breaker.get("waiting.test").cooldown == 10.0  # type: ignore[union-attr]
+    assert "later.test" in breaker
+    assert breaker.prune(40.0, lambda key: key in waiting) == 1
+    assert list(dict(breaker.items())) == ["waiting.test"]
+    waiting.clear()
+    assert breaker.prune(40.0, lambda key: False) == 1
+    assert len(breaker) == 0

@@ -327,11 +327,12 @@ def test_evict_keeps_hosts_that_are_not_at_rest() -> None:
     # ra.com's window is over, and recent.com (touched at 200) is back at rest.
     assert h.evict(1000.5) == 2
     assert len(h) == 0
-    # The dead verdict ran out (ceiling + idle after its last renewal); the
-    # Crawl-delay stays for the crawl (robots.txt is not fetched again).
-    assert h.verdicts.counts() == (0, 1, 0)
+    # The dead verdict ran out (ceiling + idle after its last renewal), and so
+    # did the Crawl-delay (ceiling + idle after the host's last use): the glue
+    # reads it again from robots.txt if the host comes back.
+    assert h.verdicts.counts() == (0, 0, 0)
     assert "dead.com" not in h
-    assert h.get("cd.com").crawl_delay == 3.0
+    assert h.get("cd.com").crawl_delay == 0.0
 
 
 def test_a_dead_host_evicted_is_still_dead_and_a_drop_renews_it() -> None:
@@ -362,13 +363,19 @@ def test_parked_host_evicted_stays_parked_until_its_end() -> None:
     h.get("forever.com").parked_until = math.inf
     h.get("later.com").parked_until = 500.0
     h.get("forever.com").crawl_delay = 120.0  # skipped: parked for good instead
+    h.touch("forever.com", 90.0)
     assert h.evict(100.0) == 2
     assert h.verdicts.counts() == (0, 1, 1)
     assert h.peek("later.com").parked_until == 500.0  # type: ignore[union-attr]
-    assert h.evict(100.0) == 1
+    assert h.peek("forever.com").parked_until == math.inf  # type: ignore[union-attr]
+    h.touch("forever.com", 90.0)
+    assert h.evict(100.0) == 2
     assert h.evict(500.0) == 0
     assert "later.com" not in h  # its park ended: nothing left to remember
-    assert h.peek("forever.com").parked_until == math.inf  # type: ignore[union-attr]
+    # Parked for good while it matters, forgotten a ceiling after the cutoff passed
+    # its last use (90): the glue reads the skipped Crawl-delay again from
+    # robots.txt if the host comes back, parking it again.
+    assert "forever.com" not in h
 
 
 def test_eviction_pops_from_the_least_recently_touched_end() -> None:

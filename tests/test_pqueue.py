@@ -797,3 +797,40 @@ def test_a_parked_hosts_requests_are_handed_out_at_once(
     for _ in range(3):
         assert q.pop() is not None
     assert clock.now == start
+
+
+def test_gate_look_ups_per_take_do_not_grow_with_the_hosts_seen(
+        mw: PolitenessMiddleware, clock: Clock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long crawl's cost per request stays flat: 200 new hosts cost as many gate
+    look-ups per request after 10,000 hosts were seen and done as at the start."""
+    q = _queue(mw.crawler)
+    calls = 0
+    real_readiness = mw.buckets.readiness_for
+
+    def counting_readiness(key: str, hostname: str) -> Any:
+        nonlocal calls
+        calls += 1
+        return real_readiness(key, hostname)
+
+    monkeypatch.setattr(mw.buckets, "readiness_for", counting_readiness)
+
+    def look_ups_per_take(prefix: str, n: int) -> float:
+        nonlocal calls
+        for i in range(n):
+            q.push(Request(url(f"{prefix}{i}.test")))
+            q.push(Request(url(f"{prefix}{i}.test", 1)))
+        calls = 0
+        for _ in range(2 * n):
+            assert take(q) is not None
+            clock.now += 0.001
+        clock.now += 10.0  # every host done and idle long enough to be forgotten
+        assert q.pop() is None
+        return calls / (2 * n)
+
+    first = look_ups_per_take("a", 200)
+    for k in range(10):
+        look_ups_per_take(f"b{k}x", 1000)
+    assert mw.hosts.get("a0.test") is not None  # the host table still knows them
+    later = look_ups_per_take("c", 200)
+    print(f"gate look-ups per take: {first:.2f} first, {later:.2f} after 10,200 hosts")
+    assert later <= first * 1.1 + 0.05, (first, later)

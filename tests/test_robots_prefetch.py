@@ -95,3 +95,31 @@ def test_no_robots_txt_fetch_starts_once_the_engine_is_closing(farm_factory: Any
     assert result.stat("finish_reason") == "closespider_pagecount"
     assert "nextcall" not in result.log, result.log[-3000:]
     assert "Traceback" not in result.log, result.log[-3000:]
+
+
+def test_a_host_waits_in_the_scheduler_for_its_robots_txt(farm_factory: Any) -> None:
+    """More new hosts than prefetch slots, each robots.txt slow to come: a host whose
+    robots.txt waits for a prefetch slot (or is on its way) is held in the scheduler,
+    so no page takes a download slot to fetch its robots.txt itself: the servers
+    never see more robots.txt fetches at once than the prefetch's slots, and each
+    page follows its own robots.txt one interval on."""
+    n = 12
+    ips = [f"127.0.0.{2 + i}" for i in range(n)]
+    spec = {"ips": ips, "hosts": {f"h{i}.farm.test": {"ip": ip, "kind": "slow", "pages": 1,
+                                                      "latency": 0.3}
+                                  for i, ip in enumerate(ips)}}
+    farm = farm_factory(spec)
+    urls = [farm.url(f"h{i}.farm.test", "/p/0") for i in range(n)]
+    result = run_crawl(urls, farm_settings(
+        farm, ROBOTSTXT_OBEY=True, CONCURRENT_REQUESTS=4, POLITENESS_DEFAULT=INTERVAL,
+        POLITENESS_FLOOR=INTERVAL, POLITENESS_IP_FLOOR=INTERVAL), follow=False)
+    arrivals = sorted(farm.arrivals(), key=lambda a: a.t)
+    robots = {a.host: a.t for a in arrivals if a.path == "/robots.txt"}
+    pages = {a.host: a.t for a in arrivals if a.path != "/robots.txt"}
+    assert len(robots) == len(pages) == n
+    assert result.stat("politeness/robots/prefetched") == n
+    starts = sorted(robots.values())
+    at_once = max(sum(1 for u in starts if t <= u < t + 0.25) for t in starts)  # each takes 0.3 s
+    assert at_once <= 4 // 2, starts  # CONCURRENT_REQUESTS // 2 prefetch slots
+    for host, t in pages.items():
+        assert t - robots[host] >= INTERVAL - TOL, host

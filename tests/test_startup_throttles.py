@@ -51,6 +51,16 @@ def test_each_throttle_setting_is_named_in_one_warning_on_both_paths(
     assert by_hand[0].startswith(f"scrapy-politeness: {name}"), by_hand
 
 
+def test_every_throttle_setting_of_scrapys_is_covered() -> None:
+    """Each of Scrapy's own throttle settings, as its defaults list them, gets a warning."""
+    from scrapy.settings import default_settings
+
+    scrapys = {name for name in dir(default_settings)
+               if name.startswith(("AUTOTHROTTLE_", "DOWNLOAD_DELAY", "RANDOMIZE_DOWNLOAD_DELAY"))}
+    assert len(scrapys) >= 7, scrapys
+    assert scrapys <= set(EVERY_THROTTLE_SETTING) == set(REPLACED) | {"DOWNLOAD_SLOTS"}
+
+
 def test_every_warning_names_a_replacement_or_says_why_there_is_none() -> None:
     assert set(REPLACED) | {"DOWNLOAD_SLOTS"} == set(EVERY_THROTTLE_SETTING)
     for name, text in REPLACED.items():

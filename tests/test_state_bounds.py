@@ -6,7 +6,9 @@ import asyncio
 import itertools
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
+import pytest
 import pytest_twisted
 from fakeclock import Clock
 from twisted.internet.defer import Deferred
@@ -95,12 +97,12 @@ def test_a_crawl_delay_learnt_before_the_host_went_idle_still_spaces_it() -> Non
     gate: Gate[int] = Gate(hosts, ips)
     hosts.start("slow.test", 0.0)
     hosts.set_crawl_delay("slow.test", 5.0)  # robots.txt asked for it
-    assert hosts.evict(1000.0) == 1  # idle long past the idle time: a compact record
+    assert hosts.evict(30.0) == 1  # idle past the idle time: a compact record
     assert hosts.whole("slow.test") is None
     for token in range(3):
-        gate.submit("slow.test", "10.0.0.1", token, 2000.0)
+        gate.submit("slow.test", "10.0.0.1", token, 50.0)  # within the ceiling of its use
     starts = []
-    now = 2000.0
+    now = 50.0
     while len(starts) < 3:
         at = gate.next_event()
         assert at is not None
@@ -109,3 +111,108 @@ def test_a_crawl_delay_learnt_before_the_host_went_idle_still_spaces_it() -> Non
             starts.append(release.at)
             gate.done(release.key)
     assert [b - a for a, b in itertools.pairwise(starts)] == [5.0, 5.0]
+
+
+def test_a_crawl_delay_record_is_forgotten_once_its_host_stopped_mattering() -> None:
+    """Kept ``ceiling`` past the idle time after the host's last use, then gone:
+    the records follow the hosts in use, not every host that asked a Crawl-delay."""
+    from scrapy_politeness.policy import Config, HostTable
+
+    hosts = HostTable(Config(default=1.0, floor=0.25, ceiling=60.0))
+    for i in range(1000):
+        hosts.start(f"h{i}.test", float(i) / 100)
+        hosts.set_crawl_delay(f"h{i}.test", 2.0)
+    hosts.evict(20.0)  # every host idle: compact records
+    assert hosts.verdicts.counts() == (0, 1000, 0)
+    hosts.evict(5.0 + 60.0)  # the first hosts' records ran out, the last ones' not yet
+    assert 0 < hosts.verdicts.counts()[1] < 1000
+    assert "h999.test" in hosts
+    hosts.evict(10.0 + 60.0)
+    assert hosts.verdicts.counts() == (0, 0, 0)
+    assert len(hosts) == 0
+
+
+def _mw(**settings: object) -> Any:
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_politeness.middleware import PolitenessMiddleware
+
+    crawler = get_crawler(settings_dict={"POLITENESS_DNS_HOSTS_FILE": "", **settings})
+    return PolitenessMiddleware.from_crawler(crawler)
+
+
+def test_the_eviction_pass_forgets_suspensions_of_hosts_with_nothing_waiting() -> None:
+    """A suspended host whose requests are all gone leaves the breaker (and the
+    live line's "N suspended") with its idle state; one with a request still
+    waiting stays suspended."""
+    mw = _mw(POLITENESS_SUSPEND_COOLDOWN=10.0, POLITENESS_IDLE_TTL=60.0)
+    breaker = mw.suspended.breaker
+    for key in ("gone.test", "waiting.test"):
+        breaker.judge(key, mw.hosts.get(key), tripped=True, sent_at=0.0, failed=True, now=0.0)
+    mw.gate.submit("waiting.test", None, object(), 0.0)
+    assert mw.suspended.counts(1.0)[0] == 2
+    mw.periodic.evict(10.0 + 60.0 + 1.0)  # both probe instants an idle time ago
+    assert "gone.test" not in breaker
+    assert "waiting.test" in breaker
+    assert mw.suspended.counts(72.0)[0] == 1
+    assert mw.stats.get_value("politeness/suspensions_expired") == 1
+
+
+def _at_once(coro: Any) -> Any:
+    """The value of a coroutine that never suspends (the parser is already there)."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("it waited")
+
+
+class _Robots:
+    """Scrapy's robots middleware as the relearning reads it: a parser per netloc."""
+
+    def __init__(self, body: str) -> None:
+        from scrapy.robotstxt import ProtegoRobotParser
+
+        self.parser = ProtegoRobotParser(body.encode(), None)
+        self.asked = 0
+
+    async def robot_parser(self, request: Any) -> Any:
+        self.asked += 1
+        return self.parser
+
+
+@pytest.mark.parametrize(("policy", "delay", "parked"),
+                         [("honour", 7.0, False), ("skip", 0.0, True)])
+def test_a_forgotten_crawl_delay_is_read_again_from_robots_txt(policy: str, delay: float,
+                                                               parked: bool) -> None:
+    """Once the record ran out, the host's next request reads its Crawl-delay
+    again from the parser Scrapy's robots middleware keeps (no second fetch)."""
+    import math
+
+    from scrapy import Request
+    from scrapy.exceptions import IgnoreRequest
+
+    mw = _mw(ROBOTSTXT_OBEY=True, POLITENESS_MAX_CRAWL_DELAY=5.0,
+             POLITENESS_CRAWL_DELAY_OVER_MAX=policy)
+    robots = _Robots("User-agent: *\nCrawl-delay: 7\n")
+    mw.crawl_delays._robots, mw.crawl_delays._looked_up = robots, True
+    request = Request("http://slow.test/page")
+    mw.crawl_delays.parsed(robots.parser, request)  # robots.txt parsed at first sight
+    mw.hosts.touch("slow.test", 0.0)
+    mw.hosts.evict(1e6)  # idle for long: state and record gone
+    assert "slow.test" not in mw.hosts
+    assert not _at_once(mw.crawl_delays.relearn(
+        Request("http://slow.test/robots.txt", meta={"dont_obey_robotstxt": True})))
+    if parked:  # parked again: this request is dropped too
+        with pytest.raises(IgnoreRequest, match="POLITENESS_MAX_CRAWL_DELAY"):
+            _at_once(mw.crawl_delays.relearn(request))
+    else:
+        assert _at_once(mw.crawl_delays.relearn(request))
+    assert robots.asked == 1
+    state = mw.hosts.get("slow.test")
+    assert state.crawl_delay == delay
+    assert (state.parked_until == math.inf) is parked
+    assert mw.stats.get_value("politeness/crawl_delay_relearnt") == 1
+    if parked:
+        with pytest.raises(IgnoreRequest):
+            mw.dropped.check("slow.test", 1e6)

@@ -68,6 +68,8 @@ def test_writer_flushes_every_n_lines_and_every_second(tmp_path: Path) -> None:
         raise AssertionError(f"expected {n} lines, got {path.read_text()!r}")
 
     wait_for(3)
+    with w._cond:  # the lines are on disk; the thread marks itself idle just after
+        assert w._cond.wait_for(lambda: not w._busy, timeout=30)
     w.write({"type": "x", "n": 3})
     w.tick(0.5)  # less than a second since the last time-based flush: nothing
     assert len(w._buf) == 1  # still buffered: nothing was handed to the writer thread

@@ -97,11 +97,12 @@ def encode_response(resp: Response, *, keep_alive: bool, head: bool = False) -> 
     lines = [
         f"HTTP/1.1 {resp.status} {reason_phrase(resp.status)}",
         f"Date: {formatdate(usegmt=True)}",
-        "Server: sitefarm",
         f"Content-Type: {resp.content_type}",
         f"Content-Length: {len(resp.body)}",
         f"Connection: {'keep-alive' if keep_alive else 'close'}",
     ]
+    if not any(name.lower() == "server" for name, _ in resp.headers):
+        lines.insert(2, "Server: sitefarm")
     lines.extend(f"{name}: {value}" for name, value in resp.headers)
     head_bytes = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     return head_bytes if head else head_bytes + resp.body

@@ -84,6 +84,8 @@ class SiteHandler:
             if self.on_first is not None:
                 self.on_first()
         resp = error(404) if host is None else self._decide(host, req)
+        if host is not None and host.headers:
+            resp.headers = [*resp.headers, *host.headers]
         if host is not None and host.kind == "slow" and host.latency > 0:
             await asyncio.sleep(host.latency)
         self._record(req.t, req.wall, name, conn, path=req.origin_target, status=resp.status)

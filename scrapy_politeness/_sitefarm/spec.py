@@ -58,6 +58,7 @@ class HostSpec:
     # every request fails: "503" answers 503, "refuse" refuses (and resets) connections
     # to the host's IP (give the host an IP of its own).
     outage: tuple[float, float, str] | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # added to every answer (a CDN edge's headers)
 
     def down(self, t: float, first: float | None) -> str | None:
         """The outage mode at ``t`` (the farm's first request at ``first``), or None."""
@@ -195,7 +196,16 @@ def _parse_host(name: str, raw: Any, farm_ips: tuple[str, ...]) -> HostSpec:
         dns=_parse_dns(raw.get("dns"), what),
         setup=_number(raw, "setup", 0.0, what),
         outage=_parse_outage(raw.get("outage"), what),
+        headers=_parse_headers(raw.get("headers", {}), what),
     )
+
+
+def _parse_headers(raw: Any, what: str) -> tuple[tuple[str, str], ...]:
+    if not isinstance(raw, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) for k, v in raw.items()):
+        raise SpecError(f"{what}: headers must be an object of header names to strings, "
+                        f"got {raw!r}")
+    return tuple(raw.items())
 
 
 def _parse_outage(raw: Any, what: str) -> tuple[float, float, str] | None:

@@ -66,6 +66,33 @@ class _RedisConnection:
         self._aborted = True
         self._up.set()
 
+    # -- CDN edges the fleet recognised -----------------------------------
+
+    async def put_edge(self, ip: str, record: str) -> None:
+        """Tell the fleet ``ip`` is a CDN edge: a field of the namespace's ``cdn_edges`` hash."""
+        await self._plain(self._client.hset, self._key("cdn_edges"), ip, record)
+
+    async def fleet_edges(self, known: int) -> dict[str, str] | None:
+        """Every edge recognised in the fleet (ip -> record); None when the hash
+        still holds ``known`` of them (one HLEN) or Redis is unavailable."""
+        count = await self._plain(self._client.hlen, self._key("cdn_edges"))
+        if count is None or int(count) == known:
+            return None
+        edges = await self._plain(self._client.hgetall, self._key("cdn_edges"))
+        return None if edges is None else {k.decode(): v.decode() for k, v in edges.items()}
+
+    async def _plain(self, command: Any, *args: Any) -> Any:
+        """One plain command; None when Redis is unavailable (an outage starts as in ``_run``)."""
+        if not self._up.is_set() or self._aborted:
+            return None
+        try:
+            return await command(*args)
+        except Exception as exc:
+            if not self._is_loss(exc):
+                raise
+            self._lost(exc)
+            return None
+
     # -- plumbing --------------------------------------------------------
 
     def _key(self, kind: str, name: str | None = None) -> str:

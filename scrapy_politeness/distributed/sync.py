@@ -27,7 +27,12 @@ if TYPE_CHECKING:
     from scrapy_politeness.downloader.send_lateness import SendSlip
     from scrapy_politeness.policy import HostState, HostTable
 
-__all__ = ["SharedSync"]
+__all__ = ["SharedSync", "SuspendedElsewhere"]
+
+
+class SuspendedElsewhere(Exception):
+    """The shared state says another process suspended the host this request
+    was booked for: the request goes back to the scheduler to wait there."""
 
 
 class _WaitingLate:
@@ -68,6 +73,9 @@ class SharedSync:
         self._on_dead = on_dead
         self._on_change = on_change
         self.dead_after = hosts.dead_after  # the shared verdict; huge: never (suspend mode)
+        # Suspend mode: (key, state, now) -> whether the merged state shows the host
+        # suspended by another process (the suspension is then adopted here).
+        self.suspended_elsewhere: Callable[[str, HostState, float], bool] | None = None
         slip.shared = self
 
     async def open(self) -> None:
@@ -119,6 +127,11 @@ class SharedSync:
                 self.rtt = rtt if rtt > est else est
             if merge_shared(state, shared, got):  # declared dead by another crawler meanwhile
                 self._on_dead(release.key)
+            if (delay > STALL and self.suspended_elsewhere is not None
+                    and self.suspended_elsewhere(release.key, state, got)):
+                # Not asleep here until the probe: the request waits in the scheduler
+                # queue, where a crawl left with suspended hosts only may close.
+                raise SuspendedElsewhere(release.key)
             booked = got + delay
             # The booking counts locally at once: a request the local gate releases
             # meanwhile (a fallback after a loss) is spaced from it.
@@ -150,8 +163,15 @@ class SharedSync:
             return None
         if extra <= 0:
             return release
+        now = loop.time()
+        if extra > state.interval() and self.suspended_elsewhere is not None:
+            # A pause reported since the booking, not a late start: a suspension?
+            if now + extra > state.not_before:
+                state.not_before = now + extra
+            if self.suspended_elsewhere(release.key, state, now):
+                raise SuspendedElsewhere(release.key)
         self.stats.inc_value("politeness/shared/rechecked_waits")
-        booked = loop.time() + extra
+        booked = now + extra
         state.gap += extra  # the fetch starts that much later than its booking said
         self.slip.spend(state, release.ip, booked + slip)
         # Its booking in Redis is now early: move it first, so a booking behind
@@ -255,8 +275,12 @@ class SharedSync:
             logger.warning("politeness: shared feedback for %s failed: %r", key, exc)
             return
         assert self.loop is not None
-        if merge_shared(self.hosts.get(key), task.result(), self.loop.time()):
+        state = self.hosts.get(key)
+        now = self.loop.time()
+        if merge_shared(state, task.result(), now):
             self._on_dead(key)
+        if self.suspended_elsewhere is not None:
+            self.suspended_elsewhere(key, state, now)
         self._on_change(key)
 
     def _spawn(self, coro: Any) -> asyncio.Task[Any]:

@@ -109,6 +109,7 @@ class DnsCache:
         self._resolver = make_resolver(nameservers, timeout, TRIES, resolv_conf)
         self._max_queries = max_queries
         self._turns: asyncio.Semaphore | None = None  # made on the loop that first queries
+        self.on_cname: Callable[[str, str, tuple[str, ...]], None] | None = None  # CNAME'd answers
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -251,7 +252,10 @@ class DnsCache:
                 # the least TTL along a CNAME chain: any link may change first
                 least = float(answer.chaining_result.minimum_ttl)
                 ttl = min(max(least, self.min_ttl), self.max_ttl)
-                return tuple(dict.fromkeys(rr.to_text() for rr in rrset)), ttl, None
+                addresses = tuple(dict.fromkeys(rr.to_text() for rr in rrset))
+                if self.on_cname is not None and answer.canonical_name != answer.qname:
+                    self.on_cname(hostname, answer.canonical_name.to_text(), addresses)
+                return addresses, ttl, None
             raise no_answer
         except (dns.exception.DNSException, OSError, ValueError) as exc:
             self.stats.failures += 1

@@ -5,9 +5,12 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy_politeness.policy import host_key
+
+if TYPE_CHECKING:
+    from scrapy_politeness.policy.cdn_edges import CdnEdges
 
 __all__ = ["TRIM_AT", "HostKeys", "make_key_function"]
 
@@ -38,19 +41,26 @@ class HostKeys:
 
     ``key(hostname)`` is the host bucket (per ``POLITENESS_HOST_GROUPING``);
     ``ip_bucket(ip)`` the IP bucket, or None for an IP in an exempt network
-    (``POLITENESS_IP_EXEMPT``: a CDN front end serving unrelated sites).
+    (``POLITENESS_IP_EXEMPT``: a CDN front end serving unrelated sites) and for
+    a recognised CDN edge (``edges``) when ``POLITENESS_EDGE_FLOOR`` is 0.
     """
 
-    __slots__ = ("_exempt", "_networks", "key")
+    __slots__ = ("_edges", "_exempt", "_networks", "key")
 
-    def __init__(self, grouping: str, exempt: tuple[Any, ...] = ()) -> None:
+    def __init__(self, grouping: str, exempt: tuple[Any, ...] = (),
+                 edges: CdnEdges | None = None) -> None:
         self.key = make_key_function(grouping)
         self._networks = exempt
         self._exempt: dict[str, bool] = {}
+        self._edges = edges  # recognised edges with no IP bucket (no edge floor)
 
     def ip_bucket(self, ip: str | None) -> str | None:
-        """The IP bucket key, or None when unknown or exempt."""
-        if ip is None or not self._networks:
+        """The IP bucket key, or None when unknown, exempt or an unfloored edge."""
+        if ip is None:
+            return None
+        if self._edges is not None and ip in self._edges.edges:
+            return None
+        if not self._networks:
             return ip
         exempt = self._exempt.get(ip)
         if exempt is None:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from scrapy_politeness.downloader.dropped_hosts import DroppedHosts
     from scrapy_politeness.downloader.gate_driver import GateDriver, Waiter
     from scrapy_politeness.downloader.host_keys import HostKeys
+    from scrapy_politeness.downloader.suspended_hosts import SuspendedHosts
     from scrapy_politeness.observe.observer import Observer
     from scrapy_politeness.policy import Gate, HostTable, IPTable
     from scrapy_politeness.settings import PolitenessSettings
@@ -39,12 +40,14 @@ class PeriodicTasks:
     def __init__(self, crawler: Crawler, settings: PolitenessSettings, *, gate: Gate[Waiter],
                  driver: GateDriver, hosts: HostTable, ips: IPTable, dns: DnsCache,
                  keys: HostKeys, dropped: DroppedHosts, observer: Observer,
+                 suspended: SuspendedHosts | None = None,
                  on_closing: Callable[[str], None],
                  chores: Callable[[float], None] | None = None) -> None:
         self.crawler = crawler
         self.settings = settings
         self.gate, self.driver, self.hosts, self.ips = gate, driver, hosts, ips
         self.dns, self.keys, self.dropped, self.observer = dns, keys, dropped, observer
+        self.suspended = suspended
         self.on_closing = on_closing
         self.chores = chores  # every tick (the slots' sweep and watchdog)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -80,6 +83,8 @@ class PeriodicTasks:
         """Forget what has been idle longer than ``POLITENESS_IDLE_TTL``."""
         cutoff = now - self.settings.idle_ttl
         self.hosts.evict(cutoff)
+        if self.suspended is not None:
+            self.suspended.prune(cutoff)
         self.dropped.prune(now)
         self.ips.evict(now - self.settings.send_margin)
         self.dns.evict(cutoff)

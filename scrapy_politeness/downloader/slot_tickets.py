@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
     from scrapy_politeness.downloader.address_fallback import AddressFallback
+    from scrapy_politeness.downloader.cdn_edges import EdgeWatch
     from scrapy_politeness.downloader.feedback import Outcomes
     from scrapy_politeness.downloader.gate_driver import GateDriver
     from scrapy_politeness.downloader.loop_lag import LoopMonitor
@@ -63,7 +64,8 @@ class Tickets:
 
     def __init__(self, crawler: Crawler, *, driver: GateDriver, outcomes: Outcomes,
                  hosts: HostTable, loop_lag: LoopMonitor,
-                 fallback: AddressFallback | None = None) -> None:
+                 fallback: AddressFallback | None = None,
+                 edges: EdgeWatch | None = None) -> None:
         self.crawler = crawler
         self.loop_lag = loop_lag
         self.driver = driver
@@ -73,6 +75,7 @@ class Tickets:
         self.held: dict[Request, Dispatch] = {}
         self.proxy = ProxyFailures(self.stats, driver.done)  # outcomes that are the proxy's
         self.fallback = fallback  # a connection the address refused: the name's next address
+        self.edges = edges  # CDN edges told by their headers (POLITENESS_CDN_EDGES)
         hub = SignalHub.of(crawler)
         hub.on(signals.response_downloaded, self._downloaded)
         hub.on(signals.request_left_downloader, self._left)
@@ -102,6 +105,8 @@ class Tickets:
             return
         if self.proxy.answered(request, response, dispatch.key):
             return  # the proxy's own answer (407, a name it cannot resolve): the site was not asked
+        if self.edges is not None and dispatch.ip is not None:  # before the IP learns from it
+            self.edges.response(dispatch.ip, dispatch.key, response.headers)
         loop = self.driver.loop
         assert loop is not None
         now = loop.time()  # an HTTP-date is measured on the server's clock

@@ -50,6 +50,7 @@ class SuspendedHosts:
         self.crawler = crawler
         self.enabled = settings.on_ceiling == "suspend"
         self.wait = settings.wait_for_suspended
+        self.dead_after = settings.dead_after  # the trip: fetches pinned at the ceiling
         self.breaker = Breaker(cooldown=settings.suspend_cooldown,
                                max_cooldown=settings.suspend_max_cooldown)
         self.driver = driver
@@ -61,6 +62,7 @@ class SuspendedHosts:
         self._closing = False
         if shared is not None and self.enabled:
             shared.dead_after = NEVER  # a suspension is shared as a pause instead
+            shared.suspended_elsewhere = self.learnt
 
     def fed_back(self, key: str, state: HostState, outcome: Outcome, sent_at: float,
                  now: float) -> float:
@@ -90,11 +92,55 @@ class SuspendedHosts:
         self.driver.retime(key)
         return s.until - now if s is not None else 0.0
 
+    def learnt(self, key: str, state: HostState, now: float) -> bool:
+        """Whether the shared state just merged into ``state`` shows ``key``
+        suspended by another process: at its ceiling for the trip's fetches and
+        paused. The suspension is adopted here (its requests wait for the same
+        probe instant, and a crawl left with it alone may close)."""
+        if not (state.not_before > now and state.ceiling_streak >= self.dead_after
+                and state.config.at_ceiling(state.adaptive)):
+            return False
+        if key in self.breaker:
+            return self.breaker.suspended(key, now)
+        if not self.breaker.adopt(key, state.not_before, now):
+            return False
+        self.stats.inc_value(STATS + "suspended_elsewhere")
+        self.stats.set_value(STATS + "suspended_now", len(self.breaker))
+        logger.info("Host %s suspended by another process: its requests wait here too, "
+                    "its probe in %.0fs", key, state.not_before - now)
+        self.driver.retime(key)
+        return True
+
     def sent(self, key: str, state: HostState, at: float) -> None:
         """A request of ``key`` went out at ``at`` (O(1); nothing when none is suspended)."""
         if self.breaker and self.breaker.sent(key, state, at):
             self.stats.inc_value(STATS + "probes/sent")
             self.driver.retime(key)
+
+    @property
+    def kept(self) -> Breaker | None:
+        """The breaker to keep in ``JOBDIR`` (None: hosts are not suspended)."""
+        return self.breaker if self.enabled else None
+
+    def prune(self, cutoff: float) -> int:
+        """Forget the suspensions of hosts idle since ``cutoff`` (the eviction
+        pass): probe instant passed by then, no state left in the host table,
+        nothing of theirs waiting in a scheduler queue or the gate. A suspended
+        host with requests waiting keeps its suspension (and its cool-down step)."""
+        if not self.breaker:
+            return 0
+        gate = self.driver.gate
+        hosts, queues = gate.hosts, self.observer.queues
+
+        def matters(key: str) -> bool:
+            return (hosts.whole(key) is not None or gate.waiting_for(key) > 0
+                    or any(q.queued(key) for q in queues))
+
+        gone = self.breaker.prune(cutoff, matters)
+        if gone:
+            self.stats.inc_value(STATS + "suspensions_expired", gone)
+            self.stats.set_value(STATS + "suspended_now", len(self.breaker))
+        return gone
 
     def counts(self, now: float) -> tuple[int, int]:
         """(hosts suspended, of which past their probe instant) for the live line."""

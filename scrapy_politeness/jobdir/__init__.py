@@ -1,4 +1,4 @@
 """What the plugin keeps in ``JOBDIR`` across a pause: learnt host and IP state,
-the scheduler queue's own state, and telling a forced shutdown from a pause.
-May import ``policy``.
+the suspended hosts, the scheduler queue's own state, and telling a forced
+shutdown from a pause. May import ``policy``.
 """

@@ -12,7 +12,8 @@ spider opens, so a host that was backed off to 8 s starts the resumed crawl at
                         "idle_for": 0.4,
                         "recovery": {"fail_at": 0.42, "good_at": 0.52,
                                      "healthy_run": 7, "fail_cost": 2.0}}},
-     "ips": {"203.0.113.7": 3.2}}
+     "ips": {"203.0.113.7": 3.2},
+     "suspended": {"down.example": {"probe_in": 95.0, "cooldown": 240.0, "probes": 1}}}
 
 ``recovery`` (only for a host the fast recovery learnt something of) is its
 memory (policy/recovery.py): without it a resumed crawl would start the
@@ -21,6 +22,8 @@ bracket search afresh and pay another Retry-After pause to relearn the pace.
 ``ips`` holds, per IP, the seconds left until it may be fetched again: a
 vhost resumed beside a backed-off neighbour must still wait out the spacing
 that neighbour's last fetch imposed on their shared machine.
+
+``suspended`` holds the hosts whose breaker was open (``jobdir.suspensions``).
 
 Time-based fields are stored as *remaining* (or elapsed) seconds, never as
 instants: the monotonic clock of the next process starts elsewhere. On restore

@@ -61,6 +61,10 @@ class SchedulerWaiting(WaitingHosts, Protocol):
         """Hand every host's waits so far to its state."""
         ...
 
+    def queued(self, key: str) -> bool:
+        """Whether ``key`` has requests queued there."""
+        ...
+
 
 class Observer:
     """Stats under ``politeness/``, the JSONL trace, the log line and the report."""

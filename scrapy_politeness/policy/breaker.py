@@ -15,9 +15,13 @@ what holds its requests back in the scheduler queue and in the gate).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
+
+from scrapy_politeness.policy.idle_maps import refit
 
 if TYPE_CHECKING:
     from scrapy_politeness.policy.host_state import HostState
@@ -54,9 +58,14 @@ class Breaker:
     ceiling, so the first probe comes about when the next fetch at the
     ceiling would have); ``max_cooldown``: the cap of its doubling;
     ``reopen``: the fraction of the ceiling a host resumes at.
+
+    A suspension lasts while its host matters: :meth:`prune` forgets one whose
+    probe instant passed long ago while nothing of its host waits (its
+    requests all gone, its state evicted), so the records follow the hosts
+    in use, not every host that ever failed.
     """
 
-    __slots__ = ("_open", "cooldown", "max_cooldown", "reopen")
+    __slots__ = ("_high", "_open", "cooldown", "max_cooldown", "reopen")
 
     def __init__(self, *, cooldown: float | None = None, max_cooldown: float = MAX_COOLDOWN,
                  reopen: float = 0.5) -> None:
@@ -69,7 +78,9 @@ class Breaker:
         self.cooldown = cooldown
         self.max_cooldown = max_cooldown
         self.reopen = reopen
-        self._open: dict[str, Suspension] = {}
+        # Least recently suspended first (a new verdict moves a host to the end).
+        self._open: OrderedDict[str, Suspension] = OrderedDict()
+        self._high = 0  # high-water mark (policy.idle_maps)
 
     def __len__(self) -> int:
         return len(self._open)
@@ -114,6 +125,7 @@ class Breaker:
         s.cooldown = min(2 * s.cooldown, self.max_cooldown)
         s.until = now + s.cooldown
         s.probes += 1
+        self._open.move_to_end(key)
         return Verdict.RESUSPENDED
 
     def sent(self, key: str, state: HostState, at: float) -> bool:
@@ -162,8 +174,49 @@ class Breaker:
                 state.adaptive = cautious
         return verdict
 
+    def adopt(self, key: str, until: float, now: float) -> bool:
+        """Another process suspended ``key`` until ``until`` (a shared pause):
+        suspend it here too, its probe at the same instant; True if it was not."""
+        if key in self._open or not until > now:
+            return False
+        self._open[key] = Suspension(until, min(until - now, self.max_cooldown))
+        return True
+
     def forget(self, key: str) -> None:
         self._open.pop(key, None)
 
     def items(self) -> list[tuple[str, Suspension]]:
         return list(self._open.items())
+
+    def restore(self, key: str, suspension: Suspension) -> None:
+        """Put back a suspension saved by an earlier run (``JOBDIR``)."""
+        self._open[key] = suspension
+        self._open.move_to_end(key)
+
+    def prune(self, cutoff: float, matters: Callable[[str], bool]) -> int:
+        """Forget suspensions whose probe instant is at or before ``cutoff`` (the
+        idle time ago) and whose host no longer ``matters`` (no state, nothing
+        waiting); the number forgotten.
+
+        A host that still matters is moved to the back and looked at again
+        after the others. Pops from the front, least recently suspended
+        first, and stops at the first suspension whose probe instant is still
+        ahead of ``cutoff``: the cost is what is forgotten or kept back, never
+        a pass over every suspended host. A host forgotten starts afresh if
+        requests of it come later (suspended again if it still fails).
+        """
+        records = self._open
+        self._high = max(self._high, len(records))
+        gone = held = 0
+        while records and held < len(records):
+            key, s = next(iter(records.items()))
+            if s.until > cutoff:
+                break
+            if matters(key):
+                records.move_to_end(key)
+                held += 1
+                continue
+            del records[key]
+            gone += 1
+        self._open, self._high = refit(records, self._high)
+        return gone

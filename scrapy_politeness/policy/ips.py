@@ -18,6 +18,10 @@ Two models (``POLITENESS_IP_MODEL``):
   healthy outcomes in a row it narrows by ``SHRINK`` per healthy outcome, back
   to ``floor``.
 
+A recognised CDN edge (``policy.cdn_edges``, given as ``edges``) is no one
+machine: its spacing is ``edge_floor`` whatever its hosts do, and no outcome
+widens it (a 429 or a 5xx from an edge is its site's).
+
 Pure arithmetic on the caller's clock; the Redis backend books with the
 spacing this table gives (reserve.lua's ``ip_spacing``).
 """
@@ -26,8 +30,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from scrapy_politeness.policy.idle_maps import refit
+
+if TYPE_CHECKING:
+    from scrapy_politeness.policy.cdn_edges import CdnEdges
 
 __all__ = ["BACKOFF", "CONFIRM", "IP_MODELS", "MIN_PACE", "SHRINK", "WINDOW", "IPTable",
            "machine_evidence"]
@@ -83,9 +91,10 @@ class IPTable:
     design's coupling, the plugin's setting defaults to ``"decoupled"``.
     """
 
-    __slots__ = ("_high", "_next", "_pace", "coupled", "floor", "model")
+    __slots__ = ("_high", "_next", "_pace", "coupled", "edge_floor", "edges", "floor", "model")
 
-    def __init__(self, floor: float, model: str = "coupled") -> None:
+    def __init__(self, floor: float, model: str = "coupled", *, edges: CdnEdges | None = None,
+                 edge_floor: float = 0.0) -> None:
         if floor < 0:
             raise ValueError(f"IPTable floor must not be negative, got {floor!r}")
         if model not in IP_MODELS:
@@ -93,6 +102,8 @@ class IPTable:
         self.floor = floor
         self.model = model
         self.coupled = model == "coupled"
+        self.edges = edges  # recognised CDN edges: spaced by ``edge_floor`` only
+        self.edge_floor = edge_floor
         # Least recently pushed first: eviction pops from the front (O(evicted)).
         self._next: OrderedDict[str, float] = OrderedDict()
         self._high = 0  # the high-water mark of ``_next`` (policy.idle_maps)
@@ -114,6 +125,8 @@ class IPTable:
 
     def spacing(self, ip: str | None, interval: float) -> float:
         """The spacing a start of a host at ``interval`` imposes on ``ip``."""
+        if self.edges is not None and ip in self.edges.edges:
+            return self.edge_floor
         if not self.coupled:
             interval = self.interval(ip)
         return interval if interval > self.floor else self.floor
@@ -153,6 +166,8 @@ class IPTable:
         explains a failure (it ran below a pace it had proven)."""
         if self.coupled or _is_zero_ip(ip):
             return False
+        if self.edges is not None and ip in self.edges.edges:
+            return False  # an edge's answers are its sites'
         evidence = machine_evidence(status, retry_after, explained)
         if evidence is None:
             return False

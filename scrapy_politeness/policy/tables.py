@@ -223,8 +223,8 @@ class HostTable:
         start is still ahead stays whole until that passes. Pops from the
         least recently touched end: the cost is the hosts evicted or kept
         back, never a pass over every host. Expired verdicts go too: a dead
-        one ``ceiling`` after ``cutoff`` reached its last renewal, a park once
-        ``cutoff`` reached its end.
+        one or a Crawl-delay ``ceiling`` after ``cutoff`` reached its last
+        renewal or use, a park once ``cutoff`` reached its end.
         """
         hosts = self._hosts
         self._high = max(self._high, len(hosts))
@@ -243,9 +243,10 @@ class HostTable:
             parked = s.parked_until if s.parked_until > cutoff else 0.0
             if s.dead or s.crawl_delay > 0 or parked:
                 self.verdicts.keep(key, dead_since=s.touched if s.dead else None,
-                                   crawl_delay=s.crawl_delay, parked_until=parked)
+                                   crawl_delay=s.crawl_delay, parked_until=parked,
+                                   used_at=s.touched)
             evicted += 1
         if self.verdicts:
-            self.verdicts.expire(cutoff - self._ceiling, cutoff)
+            self.verdicts.expire(cutoff - self._ceiling, cutoff, cutoff - self._ceiling)
         self._hosts, self._high = refit(hosts, self._high)
         return evicted

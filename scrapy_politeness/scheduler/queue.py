@@ -92,6 +92,9 @@ class PolitenessAwarePriorityQueue:
         self._waker = Waker(crawler, None if self._mw is None else self._woke)
         self._waits: SchedulerWaits | None = None
         self._lookups: QueueLookups | None = None
+        self._robots = None if self._mw is None else self._mw.robots_prefetch
+        if self._robots is not None:  # a host held for its robots.txt comes back as after a lookup
+            self._robots.on_done = self._looked_up
         if self._mw is not None:
             self._mw.add_listener(self._retime)
             self._waits = SchedulerWaits(self._index, self._mw.hosts)
@@ -214,9 +217,11 @@ class PolitenessAwarePriorityQueue:
                 self._waker.arm(soonest - _LEAD)
                 return None
             host = index.hosts[key]
-            if mw is not None and key != IGNORED and \
-                    self._lookups.known(host):  # type: ignore[union-attr]
-                held += 1  # waits for its name to be looked up (again), or re-timed
+            if mw is not None and key != IGNORED and (
+                    self._lookups.known(host)  # type: ignore[union-attr]
+                    or (self._robots is not None and self._robots.hold(host))):
+                # waits for its name to be looked up (again), or re-timed, or for its robots.txt
+                held += 1
                 if held >= HOLD_PER_POP:  # each wakes the engine when it is ready
                     return None
                 continue

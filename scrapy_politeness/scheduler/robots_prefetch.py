@@ -26,6 +26,13 @@ host fetches its robots.txt the usual way. The netlocs already seen are kept in
 two generations of at most ``SEEN_MAX // 2`` each: when the newer one fills,
 the older is forgotten, never all at once (a forgotten netloc costs a look in
 the robots middleware's own map, no second fetch).
+
+While a host name's robots.txt waits here or is being fetched, the scheduler
+queue holds that host's requests (:meth:`RobotsPrefetch.busy`) and takes them
+back when the fetch ends (``on_done``). Handed out then, a page would wait for
+its robots.txt in a download slot and then one interval in the gate; and the
+robots.txt fetches, which skip the spider, would run far ahead of the pages: a
+crawl's first part all cheap robots.txt answers, its last part all pages.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ import asyncio
 import inspect
 import logging
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
@@ -48,6 +56,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
+    from scrapy_politeness.scheduler.heap_entries import HostEntry
     from scrapy_politeness.settings import PolitenessSettings
 
 __all__ = ["RobotsPrefetch"]
@@ -74,6 +83,9 @@ class RobotsPrefetch:
         self._older: set[str] = set()
         self._pending: deque[str | Request] = deque()  # scheme://netloc (see the module)
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._busy: dict[str, int] = {}  # host name -> its netlocs pending or being fetched
+        self._held: dict[str, list[str]] = {}  # host name -> the queue's keys held for it
+        self.on_done: Callable[[str], None] | None = None  # a held host key may go now
 
     @classmethod
     def connect(cls, crawler: Crawler, settings: PolitenessSettings,
@@ -119,7 +131,38 @@ class RobotsPrefetch:
         self._seen.add(netloc)
         self._pending.append(request if b"User-Agent" in request.headers
                              else f"{parsed.scheme}://{netloc}")
+        hostname = parsed.hostname
+        if hostname is not None:
+            self._busy[hostname] = self._busy.get(hostname, 0) + 1
         self._start()
+
+    def busy(self, hostname: str | None) -> bool:
+        """Whether ``hostname``'s robots.txt waits here or is being fetched."""
+        return hostname in self._busy
+
+    def hold(self, host: HostEntry) -> bool:
+        """The scheduler queue is about to serve ``host``: whether it waits (out of
+        the queue's heaps) for its robots.txt; ``on_done(host.key)`` when that came."""
+        hostname = host.hostname
+        if hostname is None or hostname not in self._busy:
+            return False
+        host.hold()
+        self._held.setdefault(hostname, []).append(host.key)
+        return True
+
+    def _release(self, hostname: str | None) -> None:
+        """One fetch of ``hostname`` ended (or was not needed)."""
+        if hostname is None:
+            return
+        n = self._busy.get(hostname, 0)
+        if n > 1:
+            self._busy[hostname] = n - 1
+        elif n:
+            del self._busy[hostname]
+            keys = self._held.pop(hostname, ())
+            if self.on_done is not None:
+                for key in keys:
+                    self.on_done(key)
 
     def _is_offsite(self, request: Request) -> bool:
         """Whether Scrapy's OffsiteMiddleware will drop ``request``.
@@ -144,18 +187,31 @@ class RobotsPrefetch:
                 and not self.closed:
             waiting = self._pending.popleft()
             request = Request(waiting + "/") if isinstance(waiting, str) else waiting
+            hostname = urlparse_cached(request).hostname
             # One fetch per netloc, shared with the page's own wait. A coroutine in
             # Scrapy 2.19; a Deferred or the parser itself in older releases.
-            parser: Any = robots.robot_parser(request)
+            try:
+                parser: Any = robots.robot_parser(request)
+            except Exception:  # a host held for it must not wait for ever
+                logger.exception("politeness: robots.txt prefetch of %s failed", request.url)
+                self._release(hostname)
+                continue
             if isinstance(parser, Deferred):
                 future: asyncio.Future[Any] = parser.asFuture(asyncio.get_running_loop())
             elif inspect.isawaitable(parser):
                 future = asyncio.ensure_future(parser)
             else:  # already parsed: nothing to wait for
+                self._release(hostname)
                 continue
             self.stats.inc_value("politeness/robots/prefetched")
             self._tasks.add(future)
-            future.add_done_callback(self._done)
+            future.add_done_callback(self._done_for(hostname))
+
+    def _done_for(self, hostname: str | None) -> Callable[[asyncio.Future[Any]], None]:
+        def done(future: asyncio.Future[Any]) -> None:
+            self._release(hostname)
+            self._done(future)
+        return done
 
     def _done(self, future: asyncio.Future[Any]) -> None:
         self._tasks.discard(future)
@@ -168,5 +224,7 @@ class RobotsPrefetch:
         """The spider closed: start nothing more."""
         self.closed = True
         self._pending.clear()
+        self._busy.clear()
+        self._held.clear()
         self._seen.clear()
         self._older.clear()

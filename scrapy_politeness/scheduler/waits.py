@@ -67,6 +67,11 @@ class SchedulerWaits:
 
     # -- what the observer reads ------------------------------------------------
 
+    def queued(self, key: str) -> bool:
+        """Whether ``key`` has requests queued here: O(1)."""
+        host = self.index.hosts.get(key)
+        return host is not None and bool(host.queue)
+
     def waiting_host_count(self) -> int:
         """Hosts with requests queued (or their name being resolved): O(1)."""
         return len(self.index.hosts) - len(self.index.idle)

@@ -3,11 +3,12 @@
 Start URLs come from ``-a urls=URL1,URL2`` or, when absent, from the
 environment variable ``FARM_URLS`` (comma separated)::
 
-    scrapy crawl farm -a urls=http://alpha.farm.test:8080/,http://beta.farm.test:8080/
+    FARM_DNS=127.0.0.1:5353 scrapy crawl farm -a urls=http://alpha.farm.test:8080/
 
-Without start URLs, or with ``FARM_DNS`` naming a demo farm that does not
-answer, the crawl does not start: one ERROR line, and ``scrapy crawl`` exits
-with 1.
+``FARM_DNS`` is the demo farm's DNS server (its names exist nowhere else;
+``make demo`` sets both). Without start URLs, or with ``FARM_DNS`` naming a
+demo farm that does not answer, the crawl does not start: one ERROR line, and
+``scrapy crawl`` exits with 1.
 """
 
 from __future__ import annotations

@@ -38,9 +38,17 @@ end
 -- pop: frontier_pop.lua). ip: the host's IP bucket, '' for none, '?' when not
 -- resolved yet; hold: how long a host whose IP nobody wrote yet waits for it;
 -- cfg: "default floor ceiling" when POLITENESS_HOSTS overrides the host, else ''.
-local function push_one(P, now, data, priority, key, ip, ip_ttl, hold, cfg)
-  local seq = redis.call('INCR', P .. ':seq')
+-- seq: its push number, taken by the caller for a batch (nil: one of its own);
+-- seen: a batch's table of the host entries written already (nil: none), so a
+-- host pushed again in the same batch costs one command, not four.
+local function push_one(P, now, data, priority, key, ip, ip_ttl, hold, cfg, seq, seen)
+  seq = seq or redis.call('INCR', P .. ':seq')
   redis.call('ZADD', P .. ':q:' .. key, -tonumber(priority), string.format('%016x', seq) .. data)
+  if seen then
+    local tag = key .. ' ' .. ip .. ' ' .. cfg
+    if seen[tag] then return end
+    seen[tag] = true
+  end
   local ipkey = P .. ':ip:' .. key
   if ip ~= '?' then redis.call('SET', ipkey, ip, 'PX', math.ceil(tonumber(ip_ttl) * 1000)) end
   if cfg ~= '' then redis.call('HSET', P .. ':cfg', key, cfg) end

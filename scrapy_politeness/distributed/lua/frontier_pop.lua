@@ -52,6 +52,9 @@ local ip_floor, margin, idle = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(A
 local looks, lead, slip = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14])
 local grace, ip_ttl, n_acks = tonumber(ARGV[15]), tonumber(ARGV[16]), tonumber(ARGV[17])
 local TAKE = 3  -- hand-outs behind a claimant before taking its claim over
+-- After a hand-out, at most this many hosts due within NEXT_HORIZON s are read
+-- to say truly when to ask next (see the hand-out's end).
+local NEXT_CHECKS, NEXT_HORIZON = 4, 2.0
 local take = TAKE
 if grace < 0 then grace, take = -grace, 1 end
 
@@ -68,9 +71,13 @@ for i = at_ips + 1, ips_end, 2 do
 end
 local n_pushes = tonumber(ARGV[ips_end + 1]) or 0
 local pushes_end = ips_end + 1 + 6 * n_pushes
+local seq = 0  -- the batch's push numbers: one INCRBY for all
+if n_pushes > 0 then seq = redis.call('INCRBY', P .. ':seq', n_pushes) - n_pushes end
+local seen = {}
 for i = ips_end + 2, pushes_end, 6 do
+  seq = seq + 1
   push_one(P, now, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ip_ttl, ARGV[i + 4],
-           ARGV[i + 5])
+           ARGV[i + 5], seq, seen)
 end
 if n_pushes > 0 then redis.call('INCRBY', P .. ':len', n_pushes) end
 local decoupled = ARGV[pushes_end + 1] == 'decoupled'
@@ -195,105 +202,121 @@ local function first_free(bkt, bkt_at)
   return nil, lapse
 end
 
-local has_cfg = redis.call('EXISTS', P .. ':cfg') == 1  -- POLITENESS_HOSTS overrides queued
+local cfg_queued = nil  -- POLITENESS_HOSTS overrides queued? Read once, when first asked
+local function has_cfg()
+  if cfg_queued == nil then cfg_queued = redis.call('EXISTS', P .. ':cfg') == 1 end
+  return cfg_queued
+end
 local busy = {}  -- IP bucket -> its next instant, when found beyond the lead in this call
+
+-- Host ``key``'s buckets as they stand (_eligibility.lua's rule): when its next
+-- start may go, and what booking it needs (a table; ip false: nobody resolved it).
+local function state_of(key)
+  local s = {ready = now, interval = 0, adaptive = 0, crawl_delay = 0, not_before = 0,
+             d = default, f = floor, c = ceiling, ip = false}
+  s.cfg = has_cfg() and redis.call('HGET', P .. ':cfg', key)
+  if s.cfg then
+    local v = {}
+    for x in string.gmatch(s.cfg, '%S+') do v[#v + 1] = tonumber(x) end
+    s.d, s.f, s.c = v[1], v[2], v[3]
+  end
+  if key == '' then return s end  -- requests the gate ignores (no host): no bucket
+  local last_start
+  s.hkey = NS .. ':host:' .. key
+  s.adaptive, s.crawl_delay, last_start, s.not_before = read_host(s.hkey, s.d)
+  s.interval = host_clamp(s.adaptive, s.crawl_delay, s.f, s.c)
+  s.ready = host_ready(now, last_start, s.interval, s.not_before, margin)
+  s.ip = ip_of(key)
+  if s.ip and s.ip ~= '' then
+    s.ipkey = NS .. ':ip:' .. s.ip
+    s.ip_next = tonumber(redis.call('GET', s.ipkey))
+    s.ready = held_until(s.ready, s.ip_next, margin)
+    local ip_ready = held_until(now, s.ip_next, margin)
+    if ip_ready > now + lead then busy[bucket_for(key, s.ip)] = ip_ready end
+  end
+  return s
+end
+
+-- Row ``i`` (host ``key``, queue ``q``) may go no sooner than ``ready``: re-file
+-- it there. Hosts held by one IP tie there (and a tie goes by name, the same
+-- host last each time): the one with more queued goes first (at most 1 ms
+-- sooner, a lower bound still), so no host is left alone at the end at its own
+-- pace while its IP idles. An emptied queue (a clear) drops its stale entry.
+local function refile(i, key, q, ready)
+  local cnt = redis.call('ZCARD', q)
+  if cnt == 0 then
+    redis.call('ZREM', hosts, key)
+    if has_cfg() then redis.call('HDEL', P .. ':cfg', key) end
+    rows[i][2] = nil
+    return
+  end
+  if cnt > 100 then cnt = 100 end
+  local score = ready - 1e-5 * cnt
+  if score > rows[i][2] then
+    redis.call('ZADD', hosts, score, key)
+    rows[i][2] = score
+  end
+end
+
+local function row_of(key)
+  for i = 1, n do
+    if rows[i][1] == key then return i end
+  end
+end
+
 local tries = 0  -- hosts examined (those claimed elsewhere are passed over)
 for i = 1, n do
   if tries >= looks then break end
   local key, at = rows[i][1], rows[i][2]
   local bucket = bucket_of(key)
-  if not claimed(bucket, true) then
+  if at and not claimed(bucket, true) then
     tries = tries + 1
     -- Rows are in index order; a host re-filed above may now come sooner than
     -- this one: the end of the script picks the soonest.
     if at > now + lead then break end
     local q = P .. ':q:' .. key
     local held = busy[bucket]
-    local head = nil
-    if not held then head = redis.call('ZRANGE', q, 0, 1, 'WITHSCORES') end  -- and the next?
-    if held then
-      -- Its IP was found busy in this call: re-file it there (a lower bound still),
-      -- most queued first, without reading its host (2 commands, not 5).
-      local cnt = redis.call('ZCARD', q)
-      if cnt == 0 then
-        redis.call('ZREM', hosts, key)
-        if has_cfg then redis.call('HDEL', P .. ':cfg', key) end
-        rows[i][2] = nil
-      else
-        if cnt > 100 then cnt = 100 end
-        local score = held - 1e-5 * cnt
-        if score > at then
-          redis.call('ZADD', hosts, score, key)
-          rows[i][2] = score
-        end
-      end
-    elseif #head == 0 then
-      redis.call('ZREM', hosts, key)  -- emptied by a clear: drop the stale entry
-      if has_cfg then redis.call('HDEL', P .. ':cfg', key) end
-      rows[i][2] = nil
+    -- Its IP was found busy in this call: re-file it there (a lower bound
+    -- still) without reading its host. Else read both buckets, and the queue's
+    -- head only when it may go.
+    local s = nil
+    if not held then s = state_of(key) end
+    if held or s.ready > now + lead then
+      refile(i, key, q, held or s.ready)
     else
-      local d, f, c = default, floor, ceiling
-      local cfg = has_cfg and redis.call('HGET', P .. ':cfg', key)
-      if cfg then
-        local v = {}
-        for x in string.gmatch(cfg, '%S+') do v[#v + 1] = tonumber(x) end
-        d, f, c = v[1], v[2], v[3]
-      end
-      local ready, hkey, interval, adaptive, crawl_delay, not_before = now, nil, 0, 0, 0, 0
-      local ip, ipkey, ip_next = false, nil, nil
-      if key ~= '' then  -- '' holds requests the gate ignores (no host): no bucket
-        local last_start
-        hkey = NS .. ':host:' .. key
-        adaptive, crawl_delay, last_start, not_before = read_host(hkey, d)
-        interval = host_clamp(adaptive, crawl_delay, f, c)
-        ready = host_ready(now, last_start, interval, not_before, margin)
-        ip = ip_of(key)  -- false: nobody resolved it yet
-        if ip and ip ~= '' then
-          ipkey = NS .. ':ip:' .. ip
-          ip_next = tonumber(redis.call('GET', ipkey))
-          ready = held_until(ready, ip_next, margin)
-          local ip_ready = held_until(now, ip_next, margin)
-          if ip_ready > now + lead then busy[bucket] = ip_ready end
-        end
-      end
-      if ready > now + lead then
-        -- not yet: re-file it at its real instant. Hosts held by one IP tie there
-        -- (and a tie goes by name, the same host last each time): the one with
-        -- more queued goes first (at most 1 ms sooner, a lower bound still), so
-        -- no host is left alone at the end at its own pace while its IP idles.
-        local cnt = redis.call('ZCARD', q)
-        if cnt > 100 then cnt = 100 end
-        local score = ready - 1e-5 * cnt
-        redis.call('ZADD', hosts, score, key)
-        rows[i][2] = score
+      local head = redis.call('ZRANGE', q, 0, 1, 'WITHSCORES')  -- and the next?
+      if #head == 0 then
+        refile(i, key, q, 0)  -- emptied by a clear: drop the stale entry
       else
         local member, score = head[1], head[2]
         local more = #head > 2
         redis.call('ZREM', q, member)
-        local start = ready
+        local start = s.ready
         local sent = start + slip  -- spent where the bytes are expected to leave
         local ip_at = nil  -- the IP's next start, whichever host it is for
-        if hkey then  -- book both buckets as reserve.lua does (_eligibility.lua)
-          local horizon = spend_host(hkey, sent, interval, crawl_delay, not_before, c, now, idle)
-          if ipkey then
+        if s.hkey then  -- book both buckets as reserve.lua does (_eligibility.lua)
+          local horizon = spend_host(s.hkey, sent, s.interval, s.crawl_delay, s.not_before,
+                                     s.c, now, idle)
+          if s.ipkey then
             local own = nil  -- decoupled: the IP's own interval, its floor before any evidence
             if decoupled then own = ip_floor end
-            local nxt = sent + ip_spacing(own, adaptive, f, c, ip_floor)
-            spend_ip(ipkey, ip_next, nxt, now, idle)
+            local nxt = sent + ip_spacing(own, s.adaptive, s.f, s.c, ip_floor)
+            spend_ip(s.ipkey, s.ip_next, nxt, now, idle)
             if nxt > horizon then horizon = nxt end
-            if ip_next and ip_next > nxt then nxt = ip_next end
+            if s.ip_next and s.ip_next > nxt then nxt = s.ip_next end
             ip_at = held_until(now, nxt, margin)
+            busy[bucket] = ip_at
           end
           keep_at_least(ns, horizon - now + idle)
         end
         if more then
-          local next_at = host_ready(now, sent, interval, not_before, margin)
+          local next_at = host_ready(now, sent, s.interval, s.not_before, margin)
           redis.call('ZADD', hosts, next_at, key)
           rows[i][2] = next_at
           claim(bucket, next_at)  -- we come back for it (next_in)
         else
           redis.call('ZREM', hosts, key)
-          if cfg then redis.call('HDEL', P .. ':cfg', key) end  -- a push writes it again
+          if s.cfg then redis.call('HDEL', P .. ':cfg', key) end  -- a push writes it again
           rows[i][2] = nil
           if ip_at then
             claim(bucket, ip_at)
@@ -303,21 +326,37 @@ for i = 1, n do
           end
         end
         local id = string.sub(member, 1, 16)
-        redis.call('HSET', P .. ':lease:' .. pid, id, cmsgpack.pack({key, score, member, cfg or ''}))
+        redis.call('HSET', P .. ':lease:' .. pid, id,
+                   cmsgpack.pack({key, score, member, s.cfg or ''}))
         redis.call('DECR', P .. ':len')
         redis.call('INCR', P .. ':leased')
         redis.call('ZINCRBY', served, 1, pid)
         local booked = 0  -- no IP bucket; 1: the IP booked; 2: IP unknown, host only
-        if ipkey then booked = 1 elseif not ip then booked = 2 end
-        -- when to ask next (-1: nothing queued), so the engine's immediate next
-        -- pull is answered without a round trip
+        if s.ipkey then booked = 1 elseif not s.ip then booked = 2 end
+        -- When to ask next (-1: nothing queued), so the engine's immediate next
+        -- pull is answered without a round trip. The index entries are lower
+        -- bounds (other processes booked their IPs since): the host due first
+        -- is read here, re-filed if it is due later, and claimed when it is not
+        -- due yet, so the next pop finds it ready instead of answering "wait"
+        -- (that pop's round trip is saved).
         local nxt_key, nxt_at = first_free(bucket, ip_at)
+        for _ = 1, NEXT_CHECKS do
+          if not nxt_key or nxt_at > now + lead + NEXT_HORIZON then break end
+          local j = row_of(nxt_key)
+          local b = bucket_of(nxt_key)
+          local real = busy[b]
+          if not real then real = state_of(nxt_key).ready end
+          if real <= now + lead or real <= nxt_at + 0.002 then break end  -- as filed
+          refile(j, nxt_key, P .. ':q:' .. nxt_key, real)
+          nxt_key, nxt_at = first_free(bucket, ip_at)
+        end
         local next_in = -1
         if nxt_key then
           next_in = nxt_at - lead - now
           if next_in < 0 then next_in = 0 end
+          if next_in > 0 then claim(bucket_of(nxt_key), nxt_at) end
         end
-        return {'req', string.sub(member, 17), id, ip or '', booked, fmt(start - now),
+        return {'req', string.sub(member, 17), id, s.ip or '', booked, fmt(start - now),
                 fmt(next_in), fmt(start)}
       end
     end
