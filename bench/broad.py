@@ -14,6 +14,10 @@ addresses, robots.txt allowing all) and Debian's dnsmasq answers the names
   host, stopped with SIGINT ``--stop-after`` s into the crawl, then resumed to the end
   (:mod:`bench.broad_jobdir`).
 
+``--stock-stop-after S`` stops stock's crawls with SIGINT ``S`` seconds after their
+start list is in (stock's RSS is flat from there; at 40,000 hosts its whole crawl
+takes ~30 min). ``--configs plugin`` runs the plugin alone.
+
 Configurations: ``plugin`` (the add-on, its defaults, the plugin's DNS pointed at
 dnsmasq) and ``stock`` (Scrapy's defaults with ``DOWNLOAD_DELAY = --stock-delay``,
 Twisted's DNS client to the same dnsmasq: :mod:`bench.broad_dns`). Each crawl is a
@@ -34,7 +38,7 @@ from typing import Any
 
 from .broad_configs import CONFIGS, MIB, settings_for
 from .broad_jobdir import jobdir_table, run_jobdir
-from .broad_judge import Traffic, rss_at, traffic
+from .broad_judge import HOSTS_MARK, Traffic, rss_at, traffic
 from .broad_run import ChildRun, run_child
 from .broad_servers import BroadSpec, Dnsmasq, NginxCatchAll, binaries_missing
 from .runner import progress
@@ -85,7 +89,8 @@ class Row:
 
 def run_scenario(name: str, spec: BroadSpec, pages: int, *, nginx: NginxCatchAll,
                  dns: Dnsmasq, configs: tuple[str, ...], workdir: Path, idle: float,
-                 stock_delay: float, timeline: bool = False) -> list[Row]:
+                 stock_delay: float, timeline: bool = False,
+                 stock_stop_after: float | None = None) -> list[Row]:
     order = SCENARIOS[name][0]
     rows = []
     for config in configs:
@@ -95,7 +100,17 @@ def run_scenario(name: str, spec: BroadSpec, pages: int, *, nginx: NginxCatchAll
         job = {"hosts": spec.hosts, "ips": spec.ips, "port": nginx.port, "order": order,
                "pages": pages, "idle": idle, "timeline": timeline,
                "settings": settings_for(config, dns, stock_delay)}
-        child = run_child(job, workdir / f"{name}-{config}", dns=dns.address)
+        where = workdir / f"{name}-{config}"
+        stop_after = stock_stop_after if config == "stock" else None
+        if stop_after is not None:
+            # stop after the start list is in: the child creates this file then
+            marker = where / "start_done"
+            marker.unlink(missing_ok=True)
+            job["start_done_file"] = str(marker)
+            child = run_child(job, where, dns=dns.address, stop_after=stop_after,
+                              crawling=marker.exists)
+        else:
+            child = run_child(job, where, dns=dns.address)
         shutil.copyfile(nginx.access_log, workdir / f"{name}-{config}" / "access.log")
         row = Row(name, config, child, traffic(nginx.log()), spec.hosts * pages)
         progress(f"  {_summary(row)}")
@@ -118,9 +133,10 @@ def _summary(row: Row) -> str:
 def table(rows: list[Row]) -> list[str]:
     lines = [
         "| scenario | crawler | requests | pages 200 | req/s | first -> last fifth (ratio) | "
-        "CPU s (ms/req) | peak RSS | RSS start list in | RSS last request | RSS idle (after s) | "
+        f"CPU s (ms/req) | peak RSS | RSS start list in | RSS {HOSTS_MARK:,} hosts in | "
+        "RSS last request | RSS idle (after s) | "
         "first request (s) | host / IP viol. | latency back-offs | finish |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         t = r.traffic
         closed = r.mark("closed")
@@ -130,17 +146,40 @@ def table(rows: list[Row]) -> list[str]:
             f"{t.rate:.1f} | {t.rate_first_fifth:.1f} -> {t.rate_last_fifth:.1f} "
             f"({t.fifth_ratio:.2f}) | {r.run.cpu:.1f} ({r.cpu_ms_per_request:.2f}) | "
             f"{r.run.peak_rss_kb / MIB:.0f} | {_f(r.rss_mib(r.mark('start_done')), '.0f')} | "
-            f"{_f(r.rss_mib(t.last), '.0f')} | {_f(r.rss_mib(closed), '.0f')} "
+            f"{_f(r.rss_mib(t.hosts_mark_at), '.0f')} | {_f(r.rss_mib(t.last), '.0f')} | "
+            f"{_f(r.rss_mib(closed), '.0f')} "
             f"({_f(idle_after, '.0f')}) | {_f(r.first_delay, '.2f')} | "
             f"{t.host_viol} / {t.ip_viol} | {r.stat('politeness/backoff/latency') or 0} | "
             f"{r.stat('finish_reason') or 'exit ' + str(r.run.exit_code)} |")
     return lines
 
 
+def _growth(p: Row) -> str:
+    """The plugin's RSS growth while the hosts are visited, the issue's judged figures."""
+    start, mark, last = (p.rss_mib(p.mark("start_done")), p.rss_mib(p.traffic.hosts_mark_at),
+                         p.rss_mib(p.traffic.last))
+    parts = []
+    if start is not None and last is not None:
+        parts.append(f"RSS start list in -> last request {last - start:+.0f} MiB")
+    if mark is not None and last is not None:
+        parts.append(f"{HOSTS_MARK:,} hosts in -> last request {last - mark:+.0f} MiB")
+    return f"- {p.scenario}: plugin {', '.join(parts)}" if parts else ""
+
+
 def ratios(rows: list[Row]) -> list[str]:
     """plugin / stock in one run: what counts on a loaded machine."""
     by = {(r.scenario, r.config): r for r in rows}
-    out = []
+    out = [line for r in rows if r.config == "plugin" and (line := _growth(r))]
+    for (scenario, config), p in by.items():
+        s = by.get((scenario, "stock"))
+        if config != "plugin" or s is None:
+            continue
+        p_start, s_start = p.rss_mib(p.mark("start_done")), s.rss_mib(s.mark("start_done"))
+        if p_start is not None and s_start is not None:
+            out.append(f"- {scenario}: RSS start list in, plugin - stock "
+                       f"{p_start - s_start:+.0f} MiB")
+        if not s.traffic.rate:
+            continue
     for (scenario, config), p in by.items():
         s = by.get((scenario, "stock"))
         if config != "plugin" or s is None or not s.traffic.rate:
@@ -173,6 +212,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                              "in the crawl (result.json's 'timeline'; costs a little)")
     parser.add_argument("--stop-after", type=float, default=60.0,
                         help="jobdir: SIGINT this many seconds after the first request")
+    parser.add_argument("--stock-stop-after", type=float,
+                        help="once/together/twice: SIGINT stock's crawl this many seconds after "
+                             "its start list is in (default: crawl to the end)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--keep", type=Path,
                         help="keep every crawl's job, log and JOBDIR in this directory")
@@ -207,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
             pages = SCENARIOS[name][1] or args.pages
             rows += run_scenario(name, spec, pages, nginx=nginx, dns=dns, configs=configs,
                                  workdir=Path(tmp), idle=args.idle,
-                                 stock_delay=args.stock_delay, timeline=args.timeline)
+                                 stock_delay=args.stock_delay, timeline=args.timeline,
+                                 stock_stop_after=args.stock_stop_after)
     lines = [f"Command: `python -m bench.broad {' '.join(argv or sys.argv[1:])}`", ""]
     if rows:
         lines += [*table(rows), "", *ratios(rows), ""]

@@ -5,18 +5,27 @@ The job (JSON) gives the hosts (``hosts``, ``ips``: names as
 start list's ``order`` (``host-major``: each host's ``pages`` together;
 ``page-major``: a pass over every host per page), ``settings``, ``idle``
 (seconds to stay open once no response came, so that the RSS after the hosts
-went idle can be read), ``nofile`` (an open-file limit, as ``ulimit -n``) and
-``out``. The start list is yielded lazily, one request at a time. Instants
+went idle can be read), ``nofile`` (an open-file limit, as ``ulimit -n``), ``start_done_file``
+(created once the start list is in, so the bench can stop the crawl after
+it) and ``out``. The start list is yielded lazily, one request at a time. Instants
 are ``time.time()`` so that they compare with nginx's ``$msec``.
+
+With ``BENCH_BROAD_TRACEMALLOC=DIR`` in the environment the crawl traces its
+allocations (``tracemalloc``, 6 frames; slow: for profiling, not for figures)
+and writes the top allocation sites, by the innermost source line and by the
+plugin's or Scrapy's own line that made them, to ``DIR/start_done.txt`` (start
+list in) and ``DIR/closed.txt`` (spider closed).
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import os
 import resource
 import sys
 import time
+import tracemalloc
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,6 +44,39 @@ BASE_SETTINGS: dict[str, Any] = {
     "ROBOTSTXT_OBEY": True,
     "CONCURRENT_REQUESTS": 64,
 }
+
+
+TRACE_ENV = "BENCH_BROAD_TRACEMALLOC"
+
+
+def _own_frame(trace: tracemalloc.Trace) -> str:
+    """The innermost frame in the plugin or in Scrapy: whose structure holds the bytes."""
+    for frame in trace.traceback:  # most recent first
+        if "scrapy_politeness" in frame.filename or "/scrapy/" in frame.filename:
+            return f"{frame.filename.split('site-packages/')[-1]}:{frame.lineno}"
+    return "(other)"
+
+
+def dump_allocations(name: str, top: int = 40) -> None:
+    """Write the top allocation sites to ``$BENCH_BROAD_TRACEMALLOC/<name>.txt``."""
+    where = os.environ.get(TRACE_ENV)
+    if not where or not tracemalloc.is_tracing():
+        return
+    snapshot = tracemalloc.take_snapshot()
+    total = sum(s.size for s in snapshot.statistics("filename"))
+    owners: dict[str, list[int]] = {}
+    for trace in snapshot.traces:
+        entry = owners.setdefault(_own_frame(trace), [0, 0])
+        entry[0] += trace.size
+        entry[1] += 1
+    lines = [f"traced {total / 2**20:.1f} MiB", "", "by the plugin's or Scrapy's line:"]
+    for key, (size, count) in sorted(owners.items(), key=lambda kv: -kv[1][0])[:top]:
+        lines.append(f"{size / 2**20:8.2f} MiB {count:9d} blocks  {key}")
+    lines += ["", "by the innermost line:"]
+    for stat in snapshot.statistics("lineno")[:top]:
+        lines.append(f"{stat.size / 2**20:8.2f} MiB {stat.count:9d} blocks  {stat.traceback[0]}")
+    with open(os.path.join(where, f"{name}.txt"), "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
 
 
 def start_urls(spec: BroadSpec, port: int, order: str, pages: int) -> Any:
@@ -68,6 +110,10 @@ class BroadSpider(scrapy.Spider):
             yield scrapy.Request(url)
         self.marks["start_done"] = time.time()
         self.marks["start_done_cpu"] = time.process_time()
+        dump_allocations("start_done")
+        if job.get("start_done_file"):
+            with open(job["start_done_file"], "w", encoding="utf-8"):
+                pass
 
     def parse(self, response: Response) -> None:
         """Nothing to extract: the bench judges the requests, not the items."""
@@ -126,6 +172,8 @@ def main(path: str) -> None:
     if job.get("nofile"):
         _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (job["nofile"], hard))
+    if os.environ.get(TRACE_ENV):
+        tracemalloc.start(6)
     marks: dict[str, float] = {"launch": time.time()}
     process = CrawlerProcess({**BASE_SETTINGS, **job["settings"]})
     crawler = process.create_crawler(BroadSpider)
@@ -150,6 +198,7 @@ def main(path: str) -> None:
 
     def closed() -> None:
         marks["closed"], marks["closed_cpu"] = time.time(), time.process_time()
+        dump_allocations("closed")
 
     timeline = _Timeline(crawler) if job.get("timeline") else None
     crawler.signals.connect(started, signal=signals.engine_started)

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 from .broad_servers import LogLine
 
-__all__ = ["HOST_FLOOR", "IP_FLOOR", "TOL", "Traffic", "rss_at", "traffic", "violations"]
+__all__ = ["HOSTS_MARK", "HOST_FLOOR", "IP_FLOOR", "TOL", "Traffic", "nth_host_at", "rss_at",
+           "traffic", "violations"]
 
+HOSTS_MARK = 10_000  # RSS is also read when this many hosts had a page fetched
 HOST_FLOOR = 0.25
 IP_FLOOR = 0.25
 TOL = 0.015
@@ -37,6 +39,7 @@ class Traffic:
     ip_viol: int
     min_host_gap: float | None
     min_ip_gap: float | None
+    hosts_mark_at: float | None = None  # when the HOSTS_MARK-th host had its first page
 
     @property
     def wall(self) -> float:
@@ -63,6 +66,17 @@ def violations(log: Sequence[LogLine], key: str, floor: float) -> tuple[int, flo
     return bad, smallest
 
 
+def nth_host_at(log: Sequence[LogLine], n: int) -> float | None:
+    """When the ``n``-th distinct host got its first page request (robots.txt aside)."""
+    hosts: set[str] = set()
+    for line in sorted(log, key=lambda x: x.at):
+        if line.uri != "/robots.txt" and line.host not in hosts:
+            hosts.add(line.host)
+            if len(hosts) == n:
+                return line.at
+    return None
+
+
 def traffic(log: Sequence[LogLine]) -> Traffic:
     times = sorted(line.at for line in log)
     if not times:
@@ -83,7 +97,8 @@ def traffic(log: Sequence[LogLine]) -> Traffic:
         rate=len(times) / wall if wall else 0.0,
         rate_first_fifth=head / fifth if fifth else 0.0,
         rate_last_fifth=tail / fifth if fifth else 0.0,
-        host_viol=host_viol, ip_viol=ip_viol, min_host_gap=min_host, min_ip_gap=min_ip)
+        host_viol=host_viol, ip_viol=ip_viol, min_host_gap=min_host, min_ip_gap=min_ip,
+        hosts_mark_at=nth_host_at(log, HOSTS_MARK))
 
 
 def rss_at(samples: Sequence[tuple[float, int]], at: float | None) -> int | None:

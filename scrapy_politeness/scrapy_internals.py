@@ -183,7 +183,8 @@ class _BoundedIdlePool(HTTPConnectionPool):
     host still being crawled puts its connection back often and keeps it.
     Private Twisted: ``_putConnection`` (where a connection turns idle),
     ``_removeConnection`` (closes one idle connection) and ``_timeouts`` (the
-    idle connections, each with its 240 s close). Waits for a public bound on
+    idle connections, each with its pending 240 s close, cancelled when the
+    budget closes it first). Waits for a public bound on
     the idle connections of ``HTTPConnectionPool``.
     """
 
@@ -202,6 +203,8 @@ class _BoundedIdlePool(HTTPConnectionPool):
         while len(self._timeouts) > self.budget and order:
             oldest, oldest_key = order.popitem(last=False)
             if oldest in self._timeouts:  # else taken again or closed: nothing to do
+                # its 240 s close goes too: left pending, it would remove it again and raise
+                self._timeouts[oldest].cancel()
                 self._removeConnection(oldest_key, oldest)  # type: ignore[no-untyped-call]
         if len(order) > 2 * self.budget + 64:  # forget connections closed meanwhile
             self._idle_order = OrderedDict(

@@ -95,7 +95,10 @@ def test_once_plugin_and_stock_side_by_side(servers: tuple[NginxCatchAll, Dnsmas
     lines = table(rows)
     assert len(lines) == 4
     assert lines[2].startswith("| once | plugin | 600 | 300/300 |")
-    assert ratios(rows)[0].startswith("- once: plugin/stock requests/s ")
+    summary = ratios(rows)
+    assert summary[0].startswith("- once: plugin RSS start list in -> last request ")
+    assert any(line.startswith("- once: RSS start list in, plugin - stock ") for line in summary)
+    assert summary[-1].startswith("- once: plugin/stock requests/s ")
 
 
 def test_jobdir_stopped_and_resumed(servers: tuple[NginxCatchAll, Dnsmasq, Path]) -> None:

@@ -1,4 +1,4 @@
-"""Scrapy's HTTP/1.1 download handler with idle connections bounded by the open-file limit.
+"""Scrapy's HTTP/1.1 download handler with idle connections bounded by concurrency and open files.
 
 Idle kept-alive connections of hosts already crawled would otherwise stay
 open 240 s each and end a broad crawl with "Too many open files"; the budget
@@ -39,7 +39,7 @@ class BoundedIdleHTTP11DownloadHandler(HTTP11DownloadHandler):
         super().__init__(crawler)
         budget = idle_connection_budget(open_files_limit(),
                                         crawler.settings.getint("CONCURRENT_REQUESTS"))
-        if budget is not None and not bound_idle_connections(self, budget):
+        if not bound_idle_connections(self, budget):
             logger.warning("scrapy-politeness: cannot bound Scrapy's idle connections "
                            "(its connection pool changed); a broad crawl may run out of "
                            "open files")
