@@ -70,6 +70,20 @@ def mw() -> PolitenessMiddleware:
     return middleware
 
 
+
+class _LookUps:
+    """Counts the queue's gate look-ups (``mw.buckets.readiness_for``: ``mw.readiness`` too)."""
+
+    def __init__(self, mw: PolitenessMiddleware, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        real = mw.buckets.readiness_for
+
+        def counting(key: str, hostname: str) -> Any:
+            self.calls += 1
+            return real(key, hostname)
+
+        monkeypatch.setattr(mw.buckets, "readiness_for", counting)
+
 def _queue(crawler: Any, cls: Any = FifoMemoryQueue, key: str = "",
            startprios: Any = None) -> PolitenessAwarePriorityQueue:
     """A queue built as the scheduler builds it: once the engine and its middlewares exist."""
@@ -384,19 +398,12 @@ def test_many_hosts_cost_few_gate_lookups_per_pop(
     for i in range(n):
         q.push(Request(url(f"h{i}.test")))
         q.push(Request(url(f"h{i}.test", 1)))
-    calls = 0
-    real_readiness = mw.buckets.readiness_for  # what mw.readiness asks too
-
-    def counting_readiness(key: str, hostname: str) -> Any:
-        nonlocal calls
-        calls += 1
-        return real_readiness(key, hostname)
-
-    monkeypatch.setattr(mw.buckets, "readiness_for", counting_readiness)
+    look_ups = _LookUps(mw, monkeypatch)
     for _ in range(2 * n):
         assert take(q) is not None
         clock.now += 0.001
     assert q.pop() is None
+    calls = look_ups.calls
     print(f"gate look-ups per take (pop + next-eligible checks): {calls / (2 * n):.2f}")
     # one to settle the top, one when the host is entered: the settled view is reused
     assert calls <= 2 * n * 2, calls / (2 * n)
@@ -693,15 +700,7 @@ def test_hosts_behind_a_busy_ip_cost_no_gate_lookups_each(
     for host, ip in hosts:
         on_ip(mw, host, ip)
         q.push(Request(url(host)))
-    calls = 0
-    real_readiness = mw.buckets.readiness_for
-
-    def counting_readiness(key: str, hostname: str) -> Any:
-        nonlocal calls
-        calls += 1
-        return real_readiness(key, hostname)
-
-    monkeypatch.setattr(mw.buckets, "readiness_for", counting_readiness)
+    look_ups = _LookUps(mw, monkeypatch)
     starts: dict[str, list[float]] = {}
     for _ in range(len(hosts)):
         r = take(q)
@@ -715,6 +714,7 @@ def test_hosts_behind_a_busy_ip_cost_no_gate_lookups_each(
         starts.setdefault(ip, []).append(clock.now)
     assert q.pop() is None
     assert all(b - a >= INTERVAL - 1e-9 for s in starts.values() for a, b in itertools.pairwise(s))
+    calls = look_ups.calls
     print(f"gate look-ups per take (pop + next-eligible checks): {calls / len(hosts):.2f}")
     assert calls <= 10 * len(hosts), calls / len(hosts)  # 28 per take before
 
@@ -804,28 +804,19 @@ def test_gate_look_ups_per_take_do_not_grow_with_the_hosts_seen(
     """A long crawl's cost per request stays flat: 200 new hosts cost as many gate
     look-ups per request after 10,000 hosts were seen and done as at the start."""
     q = _queue(mw.crawler)
-    calls = 0
-    real_readiness = mw.buckets.readiness_for
-
-    def counting_readiness(key: str, hostname: str) -> Any:
-        nonlocal calls
-        calls += 1
-        return real_readiness(key, hostname)
-
-    monkeypatch.setattr(mw.buckets, "readiness_for", counting_readiness)
+    look_ups = _LookUps(mw, monkeypatch)
 
     def look_ups_per_take(prefix: str, n: int) -> float:
-        nonlocal calls
         for i in range(n):
             q.push(Request(url(f"{prefix}{i}.test")))
             q.push(Request(url(f"{prefix}{i}.test", 1)))
-        calls = 0
+        look_ups.calls = 0
         for _ in range(2 * n):
             assert take(q) is not None
             clock.now += 0.001
         clock.now += 10.0  # every host done and idle long enough to be forgotten
         assert q.pop() is None
-        return calls / (2 * n)
+        return look_ups.calls / (2 * n)
 
     first = look_ups_per_take("a", 200)
     for k in range(10):
