@@ -124,15 +124,16 @@ class BroadSpider(scrapy.Spider):
 
 class _Timeline:
     """Every second: wall, CPU, responses, and the time the garbage collector held the
-    loop by generation (``gc.callbacks``), and every 5 s the objects it tracks (the heap a
-    full collection walks): what a crawl's windows cost, from inside."""
+    loop by generation (``gc.callbacks``, wall and CPU), and every 5 s the objects it tracks
+    (the heap a full collection walks): what a crawl's windows cost, from inside."""
 
     def __init__(self, crawler: Any) -> None:
         self.crawler = crawler
         self.rows: list[list[float]] = []
         self.gc_seconds = [0.0, 0.0, 0.0]
         self.gc_count = [0, 0, 0]
-        self._gc_start = 0.0
+        self._gc_start = self._gc_cpu_start = 0.0
+        self.gc_cpu = [0.0, 0.0, 0.0]  # the same in CPU seconds (a loaded machine's wall is not)
         self._heap = 0
         self._loop: Any = None
 
@@ -147,9 +148,11 @@ class _Timeline:
     def _gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._gc_start = time.perf_counter()
+            self._gc_cpu_start = time.process_time()
             return
         gen = info["generation"]
         self.gc_seconds[gen] += time.perf_counter() - self._gc_start
+        self.gc_cpu[gen] += time.process_time() - self._gc_cpu_start
         self.gc_count[gen] += 1
 
     def _sample(self) -> None:
@@ -158,7 +161,7 @@ class _Timeline:
         if len(self.rows) % 5 == 0:  # objects the collector tracks (a few ms per 100k)
             self._heap = len(gc.get_objects())
         self.rows.append([time.time(), time.process_time(), count, *self.gc_seconds,
-                          *self.gc_count, self._heap])
+                          *self.gc_count, self._heap, *self.gc_cpu])
 
     def close(self) -> list[list[float]]:
         if self._gc in gc.callbacks:

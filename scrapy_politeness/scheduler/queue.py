@@ -146,13 +146,12 @@ class PolitenessAwarePriorityQueue:
         self._mw.slip.timer_fired(expected, clock())  # type: ignore[union-attr]
 
     def _looked_up(self, key: str) -> float | None:
-        """Its lookup (the cache has the outcome) or its robots.txt ended: the held
-        host enters the heap unless it still waits for its robots.txt. Its estimate."""
+        """Its lookup or robots.txt ended: the host enters the heap (unless its robots.txt
+        is still to come: held for it); its estimate."""
         host = self._index.hosts.get(key)
-        if host is None or host.seq or not host.queue or key in self._index.idle:
+        if host is None or host.seq or not host.queue or key in self._index.idle \
+                or (self._robots is not None and self._robots.hold(host)):
             return None
-        if self._robots is not None and self._robots.hold(host):
-            return None  # back when its robots.txt came
         est = self._own(host)
         self._index.enter(host, est)
         wake_engine(self.crawler)
@@ -195,11 +194,9 @@ class PolitenessAwarePriorityQueue:
             return
         hostname = urlparse_cached(request).hostname
         host.hostname = hostname = key if hostname == key else hostname  # one string, not two
-        if hostname is not None and self._lookups.first(key, hostname,  # type: ignore[union-attr]
-                                                        request):
-            return  # the lookup's end (_looked_up) holds it for its robots.txt too
-        if self._robots is not None and self._robots.hold(host):
-            return  # out of the heap from the start: a paced robots.txt can take a while
+        if (hostname is not None and self._lookups.first(  # type: ignore[union-attr]
+                key, hostname, request)) or (self._robots is not None and self._robots.hold(host)):
+            return  # enters when its name or robots.txt (paced: held from the start) came
         index.enter(host, self._own(host))
 
     def pop(self) -> Request | None:
