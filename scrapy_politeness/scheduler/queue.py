@@ -146,14 +146,12 @@ class PolitenessAwarePriorityQueue:
         self._mw.slip.timer_fired(expected, clock())  # type: ignore[union-attr]
 
     def _looked_up(self, key: str) -> float | None:
-        """Its lookup or robots.txt ended: the host enters the heap (unless its robots.txt
-        is still to come: held for it); its estimate."""
+        """Its lookup or robots.txt ended: in the heap unless held for robots.txt; its estimate."""
         host = self._index.hosts.get(key)
         if host is None or host.seq or not host.queue or key in self._index.idle \
                 or (self._robots is not None and self._robots.hold(host)):
             return None
-        est = self._own(host)
-        self._index.enter(host, est)
+        self._index.enter(host, est := self._own(host))
         wake_engine(self.crawler)
         return est
 
