@@ -10,11 +10,12 @@ went idle can be read), ``nofile`` (an open-file limit, as ``ulimit -n``), ``sta
 it) and ``out``. The start list is yielded lazily, one request at a time. Instants
 are ``time.time()`` so that they compare with nginx's ``$msec``.
 
-With ``BENCH_BROAD_TRACEMALLOC=DIR`` in the environment the crawl traces its
-allocations (``tracemalloc``, 6 frames; slow: for profiling, not for figures)
-and writes the top allocation sites, by the innermost source line and by the
-plugin's or Scrapy's own line that made them, to ``DIR/start_done.txt`` (start
-list in) and ``DIR/closed.txt`` (spider closed).
+With ``BENCH_BROAD_PROFILE=DIR``, cProfile in the crawl's first and last fifth
+(:mod:`bench.broad_profile`). With ``BENCH_BROAD_TRACEMALLOC=DIR`` in the
+environment the crawl traces its allocations (``tracemalloc``, 6 frames; slow:
+for profiling, not for figures) and writes the top allocation sites, by the
+innermost source line and by the plugin's or Scrapy's own line that made them,
+to ``DIR/start_done.txt`` (start list in) and ``DIR/closed.txt`` (spider closed).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from scrapy.crawler import CrawlerProcess
 from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
 
+from .broad_profile import WindowedProfile
 from .broad_servers import BroadSpec
 
 BASE_SETTINGS: dict[str, Any] = {
@@ -122,14 +124,17 @@ class BroadSpider(scrapy.Spider):
 
 class _Timeline:
     """Every second: wall, CPU, responses, and the time the garbage collector held the
-    loop by generation (``gc.callbacks``): what a crawl's windows cost, from inside."""
+    loop by generation (``gc.callbacks``, wall and CPU), and every 5 s the objects it tracks
+    (the heap a full collection walks): what a crawl's windows cost, from inside."""
 
     def __init__(self, crawler: Any) -> None:
         self.crawler = crawler
         self.rows: list[list[float]] = []
         self.gc_seconds = [0.0, 0.0, 0.0]
         self.gc_count = [0, 0, 0]
-        self._gc_start = 0.0
+        self._gc_start = self._gc_cpu_start = 0.0
+        self.gc_cpu = [0.0, 0.0, 0.0]  # the same in CPU seconds (a loaded machine's wall is not)
+        self._heap = 0
         self._loop: Any = None
 
     def start(self) -> None:
@@ -143,16 +148,20 @@ class _Timeline:
     def _gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._gc_start = time.perf_counter()
+            self._gc_cpu_start = time.process_time()
             return
         gen = info["generation"]
         self.gc_seconds[gen] += time.perf_counter() - self._gc_start
+        self.gc_cpu[gen] += time.process_time() - self._gc_cpu_start
         self.gc_count[gen] += 1
 
     def _sample(self) -> None:
         stats = self.crawler.stats
         count = stats.get_value("response_received_count", 0) if stats is not None else 0
+        if len(self.rows) % 5 == 0:  # objects the collector tracks (a few ms per 100k)
+            self._heap = len(gc.get_objects())
         self.rows.append([time.time(), time.process_time(), count, *self.gc_seconds,
-                          *self.gc_count])
+                          *self.gc_count, self._heap, *self.gc_cpu])
 
     def close(self) -> list[list[float]]:
         if self._gc in gc.callbacks:
@@ -201,6 +210,11 @@ def main(path: str) -> None:
         dump_allocations("closed")
 
     timeline = _Timeline(crawler) if job.get("timeline") else None
+    expected = job["hosts"] * (job["pages"] + 1)  # robots.txt and the pages
+    profile = WindowedProfile.from_env(crawler, expected)
+    if profile is not None:
+        crawler.signals.connect(profile.check, signal=signals.response_received)
+        crawler.signals.connect(profile.dump, signal=signals.spider_closed)
     crawler.signals.connect(started, signal=signals.engine_started)
     crawler.signals.connect(idle, signal=signals.spider_idle)
     crawler.signals.connect(closed, signal=signals.spider_closed)

@@ -84,6 +84,19 @@ def _free_port(ips: list[str], kind: int = socket.SOCK_STREAM) -> int:
     raise RuntimeError("no port free on every address")
 
 
+def _free_udp_and_tcp_port() -> int:
+    """A port of 127.0.0.1 free for UDP and TCP both (dnsmasq binds the two)."""
+    for _ in range(50):
+        port = _free_port(["127.0.0.1"], socket.SOCK_DGRAM)
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no port free for UDP and TCP")
+
+
 def _stop(proc: subprocess.Popen[bytes] | None) -> None:
     if proc is None:
         return
@@ -192,7 +205,7 @@ class Dnsmasq:
         if binary is None:
             raise RuntimeError("dnsmasq is not installed (Debian package dnsmasq-base)")
         self.binary, self.spec, self.root = binary, spec, root
-        self.port = _free_port(["127.0.0.1"], socket.SOCK_DGRAM)
+        self.port = _free_udp_and_tcp_port()
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HOLD_PER_POP", "QueueLookups"]
 
-Done = Callable[[str], None]
+Done = Callable[[str], object]
 NEEDED_NOW = 1 << 62  # a re-lookup's priority: its host was next
 HOLD_PER_POP = 32  # hosts one pop sends to their lookup at most (a resumed JOBDIR: thousands)
 

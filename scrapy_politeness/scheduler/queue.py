@@ -94,7 +94,7 @@ class PolitenessAwarePriorityQueue:
         self._lookups: QueueLookups | None = None
         self._robots = None if self._mw is None else self._mw.robots_prefetch
         if self._robots is not None:  # a host held for its robots.txt comes back as after a lookup
-            self._robots.on_done = self._looked_up
+            self._robots.pace(self._looked_up)
         if self._mw is not None:
             self._mw.add_listener(self._retime)
             self._waits = SchedulerWaits(self._index, self._mw.hosts)
@@ -145,11 +145,15 @@ class PolitenessAwarePriorityQueue:
         """A late wake-up reveals a loop stall, as a late gate timer."""
         self._mw.slip.timer_fired(expected, clock())  # type: ignore[union-attr]
 
-    def _looked_up(self, key: str) -> None:  # its lookup ended: the cache has the outcome
+    def _looked_up(self, key: str) -> float | None:
+        """Its lookup or robots.txt ended: in the heap unless held for robots.txt; its estimate."""
         host = self._index.hosts.get(key)
-        if host is not None and not host.seq and host.queue and key not in self._index.idle:
-            self._index.enter(host, self._own(host))
-            wake_engine(self.crawler)
+        if host is None or host.seq or not host.queue or key in self._index.idle \
+                or (self._robots is not None and self._robots.hold(host)):
+            return None
+        self._index.enter(host, est := self._own(host))
+        wake_engine(self.crawler)
+        return est
 
     # -- the queue protocol ------------------------------------------------
 
@@ -188,9 +192,9 @@ class PolitenessAwarePriorityQueue:
             return
         hostname = urlparse_cached(request).hostname
         host.hostname = hostname = key if hostname == key else hostname  # one string, not two
-        if hostname is not None and self._lookups.first(key, hostname,  # type: ignore[union-attr]
-                                                        request):
-            return
+        if (hostname is not None and self._lookups.first(  # type: ignore[union-attr]
+                key, hostname, request)) or (self._robots is not None and self._robots.hold(host)):
+            return  # enters when its name or robots.txt (paced: held from the start) came
         index.enter(host, self._own(host))
 
     def pop(self) -> Request | None:
@@ -219,7 +223,7 @@ class PolitenessAwarePriorityQueue:
             host = index.hosts[key]
             if mw is not None and key != IGNORED and (
                     self._lookups.known(host)  # type: ignore[union-attr]
-                    or (self._robots is not None and self._robots.hold(host))):
+                    or (self._robots is not None and self._robots.hold(host, serving=True))):
                 # waits for its name to be looked up (again), or re-timed, or for its robots.txt
                 held += 1
                 if held >= HOLD_PER_POP:  # each wakes the engine when it is ready

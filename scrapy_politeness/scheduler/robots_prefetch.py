@@ -21,18 +21,23 @@ What waits here is the netloc (``scheme://netloc``), not the host's first
 Request: that request belongs to the scheduler (on disk under ``JOBDIR``),
 and the robots middleware needs only its scheme and netloc (a stand-in is made
 when the fetch starts; a request carrying its own User-Agent is kept, for the
-Crawl-delay rule it names). At most ``PENDING_MAX`` netlocs wait; past that a
+Crawl-delay rule it names). At most ``PENDING_MAX`` netlocs wait (paced, every
+new host of a broad crawl waits here until the queue nears it); past that a
 host fetches its robots.txt the usual way. The netlocs already seen are kept in
 two generations of at most ``SEEN_MAX // 2`` each: when the newer one fills,
 the older is forgotten, never all at once (a forgotten netloc costs a look in
 the robots middleware's own map, no second fetch).
 
 While a host name's robots.txt waits here or is being fetched, the scheduler
-queue holds that host's requests (:meth:`RobotsPrefetch.busy`) and takes them
-back when the fetch ends (``on_done``). Handed out then, a page would wait for
-its robots.txt in a download slot and then one interval in the gate; and the
-robots.txt fetches, which skip the spider, would run far ahead of the pages: a
-crawl's first part all cheap robots.txt answers, its last part all pages.
+queue holds that host's requests (:meth:`RobotsPrefetch.hold`, from the host's
+first request on) and takes them back when the fetch ends (``on_done``).
+Handed out then, a page would wait for its robots.txt in a download slot and
+then one interval in the gate. With the queue attached (:meth:`pace`) the
+fetches are paced to the pages it hands out
+(:mod:`scrapy_politeness.policy.robots_pacing`): fetched as soon as scheduled,
+robots.txt answers, which skip the spider, ran far ahead of the pages, a broad
+crawl's first part nearly all cheap robots.txt answers and its last part all
+pages, its requests/s falling by half.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -50,6 +56,7 @@ from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
+from scrapy_politeness.policy.robots_pacing import RobotsPacing
 from scrapy_politeness.scrapy_internals import engine_closing
 
 if TYPE_CHECKING:
@@ -65,7 +72,16 @@ logger = logging.getLogger(__name__)
 
 _SCHEMES = frozenset(("http", "https"))
 SEEN_MAX = 200_000  # netlocs remembered (two generations); past that the middleware's map decides
-PENDING_MAX = 10_000  # netlocs waiting for a fetch slot
+PENDING_MAX = 50_000  # netlocs waiting for a fetch slot (a few hundred bytes each)
+PACE_FLOOR = 32  # hosts ahead of the pages at least (CONCURRENT_REQUESTS when more)
+
+
+def _now() -> float:
+    """The event loop's clock (the queue's and the gate's)."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
 
 
 class RobotsPrefetch:
@@ -84,8 +100,10 @@ class RobotsPrefetch:
         self._pending: deque[str | Request] = deque()  # scheme://netloc (see the module)
         self._tasks: set[asyncio.Future[Any]] = set()
         self._busy: dict[str, int] = {}  # host name -> its netlocs pending or being fetched
-        self._held: dict[str, list[str]] = {}  # host name -> the queue's keys held for it
-        self.on_done: Callable[[str], None] | None = None  # a held host key may go now
+        self._held: dict[str, str | list[str]] = {}  # host name -> the queue's key(s) held for it
+        self.on_done: Callable[[str], float | None] | None = None  # a held key may go (its due)
+        self._pacing: RobotsPacing | None = None  # with the queue: fetches paced to its pages
+        self._floor = max(PACE_FLOOR, crawler.settings.getint("CONCURRENT_REQUESTS"))
 
     @classmethod
     def connect(cls, crawler: Crawler, settings: PolitenessSettings,
@@ -140,14 +158,35 @@ class RobotsPrefetch:
         """Whether ``hostname``'s robots.txt waits here or is being fetched."""
         return hostname in self._busy
 
-    def hold(self, host: HostEntry) -> bool:
-        """The scheduler queue is about to serve ``host``: whether it waits (out of
-        the queue's heaps) for its robots.txt; ``on_done(host.key)`` when that came."""
+    def pace(self, on_done: Callable[[str], float | None]) -> None:
+        """The scheduler queue holds hosts for their robots.txt: ``on_done(key)`` puts
+        a held host back and says when its first page is due; fetches are paced."""
+        self.on_done = on_done
+        self._pacing = RobotsPacing(self._floor)
+
+    def hold(self, host: HostEntry, *, serving: bool = False) -> bool:
+        """Whether ``host`` waits (out of the queue's heaps) for its robots.txt;
+        ``on_done(host.key)`` when that came. ``serving``: the queue hands out
+        one of its requests unless it waits (counted by the pacing)."""
         hostname = host.hostname
-        if hostname is None or hostname not in self._busy:
+        if hostname is None:
+            return False
+        if hostname not in self._busy:
+            pacing = self._pacing
+            if serving and pacing is not None and pacing.served(hostname, _now()) \
+                    and self._pending:
+                self._start()
             return False
         host.hold()
-        self._held.setdefault(hostname, []).append(host.key)
+        key = host.key
+        keys = self._held.get(hostname)
+        if keys is None:
+            self._held[hostname] = key  # the usual case: one key, no list
+        elif isinstance(keys, str):
+            if keys != key:
+                self._held[hostname] = [keys, key]
+        elif key not in keys:
+            keys.append(key)
         return True
 
     def _release(self, hostname: str | None) -> None:
@@ -160,9 +199,13 @@ class RobotsPrefetch:
         elif n:
             del self._busy[hostname]
             keys = self._held.pop(hostname, ())
-            if self.on_done is not None:
-                for key in keys:
-                    self.on_done(key)
+            on_done = self.on_done
+            if on_done is None:
+                return
+            for key in (keys,) if isinstance(keys, str) else keys:
+                due = on_done(key)
+                if due is not None and self._pacing is not None:
+                    self._pacing.fetched(hostname, due, _now())
 
     def _is_offsite(self, request: Request) -> bool:
         """Whether Scrapy's OffsiteMiddleware will drop ``request``.
@@ -183,8 +226,11 @@ class RobotsPrefetch:
         if engine_closing(self.crawler):  # a fetch started now would outlive the engine's slot
             self.close()
             return
+        pacing = self._pacing
+        now = _now() if pacing is not None else 0.0
         while robots is not None and self._pending and len(self._tasks) < self.limit \
-                and not self.closed:
+                and not self.closed \
+                and (pacing is None or pacing.room(now, len(self._tasks)) > 0):
             waiting = self._pending.popleft()
             request = Request(waiting + "/") if isinstance(waiting, str) else waiting
             hostname = urlparse_cached(request).hostname
@@ -228,3 +274,5 @@ class RobotsPrefetch:
         self._held.clear()
         self._seen.clear()
         self._older.clear()
+        if self._pacing is not None:
+            self._pacing.clear()
