@@ -238,6 +238,26 @@ def test_a_dead_process_gives_its_requests_back(redis_server: RedisServer) -> No
     assert not f.r.exists(f"{P}:lease:dying")
 
 
+def test_only_a_beating_pop_looks_for_dead_processes(redis_server: RedisServer) -> None:
+    """A pop without a heartbeat (lease 0: the client beats every few seconds,
+    not every pop) neither renews its own deadline nor reclaims a dead process;
+    the next beating pop does."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("b.test", "r2", ip="127.2.0.2")
+    assert f.pop("dying", lease=-1.0)[0] == "req"
+    deadline = f.r.zscore(f"{P}:procs", "dying")
+    f.rewind()
+    assert f.pop("alive", lease=0)[:2] == ["req", "r2"]
+    assert f.length() == (0, 2)  # r1 still leased to the dead process
+    assert f.r.zscore(f"{P}:procs", "alive") is None  # no beat: not registered
+    assert f.r.zscore(f"{P}:procs", "dying") == deadline
+    f.rewind()
+    assert f.pop("alive")[:2] == ["req", "r1"]  # a beat: reclaimed first, then handed out
+    assert not f.r.exists(f"{P}:lease:dying")
+    assert f.r.zscore(f"{P}:procs", "alive") is not None
+
+
 def test_finished_requests_are_not_given_back(redis_server: RedisServer) -> None:
     f = Frontier(redis_server)
     f.push("a.test", "r1")

@@ -9,7 +9,9 @@
 -- ARGV: P NS pid lease picks default floor ceiling ip_floor margin idle looks lead
 --       slip claim ip_ttl n_acks acks... n_ips (host_key ip)...
 --       n_pushes (data priority host_key ip hold cfg)... [ip_model]
---   pid/lease: this process and how long its heartbeat lasts; picks 0 = heartbeat only
+--   pid/lease: this process and how long its heartbeat lasts (0: no heartbeat on
+--         this call: the client beats every few seconds, not every pop, and only
+--         a beating call looks for dead processes); picks 0 = no pick
 --   lead: a request eligible within this many seconds is handed out, booked at
 --         its eligible instant (the middleware sleeps until it: the engine's
 --         latency from here to the download then cannot shift the start)
@@ -58,8 +60,10 @@ local NEXT_CHECKS, NEXT_HORIZON = 4, 2.0
 local take = TAKE
 if grace < 0 then grace, take = -grace, 1 end
 
-reclaim_dead(P, now)  -- before our own heartbeat: never reclaim ourselves
-redis.call('ZADD', P .. ':procs', now + lease, pid)
+if lease ~= 0 then  -- a heartbeat (the client sends one every _BEAT s, not every pop)
+  reclaim_dead(P, now)  -- before our own heartbeat: never reclaim ourselves
+  redis.call('ZADD', P .. ':procs', now + lease, pid)
+end
 if n_acks > 0 then
   local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 18, 17 + n_acks))
   if gone > 0 then redis.call('DECRBY', P .. ':leased', gone) end
