@@ -143,8 +143,9 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._leases.sweep()  # asked when the engine has nothing running: end what ended
         if self._leases.acks:
             self._run_pop(0)
-        queued, leased = self.server.mget(self.key + ":len", self.key + ":leased")
-        return max(0, int(queued or 0)) + max(0, int(leased or 0))
+        # P:len counts both (P:leased: what a process of an older version leased)
+        total, leased = self.server.mget(self.key + ":len", self.key + ":leased")
+        return max(0, int(total or 0) + int(leased or 0))
 
     def push(self, request: Request) -> None:
         request.meta.pop(BOOKED_META, None)  # a retry or redirect is booked afresh

@@ -66,7 +66,7 @@ if lease ~= 0 then  -- a heartbeat (the client sends one every _BEAT s, not ever
 end
 if n_acks > 0 then
   local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 18, 17 + n_acks))
-  if gone > 0 then redis.call('DECRBY', P .. ':leased', gone) end
+  if gone > 0 then redis.call('DECRBY', P .. ':len', gone) end
 end
 local at_ips = 18 + n_acks
 local ips_end = at_ips + 2 * tonumber(ARGV[at_ips])
@@ -93,11 +93,23 @@ local hold = tonumber(redis.call('HGET', ns, 'hold')) or 0
 if hold > now then return {'wait', fmt(hold - now)} end
 
 local hosts, claims, served = P .. ':hosts', P .. ':claim:', P .. ':served'
+-- Hand-outs (P:served) of this process and of the claimants met, read together
+-- with the claims (one ZMSCORE), or when first needed: a pop that meets no
+-- claim reads none.
+local mine = nil
+local counts = {}  -- owner -> hand-outs (false: not live)
 -- A process joins at the least served live one's count: from then on it is even.
-local mine = tonumber(redis.call('ZSCORE', served, pid))
-if not mine then
-  mine = tonumber(redis.call('ZRANGE', served, 0, 0, 'WITHSCORES')[2]) or 0
-  redis.call('ZADD', served, mine, pid)
+-- It joins before it claims or is handed anything (a claim of a process not in
+-- P:served would be nobody's).
+local function my_count(known)
+  if mine then return mine end
+  if known == nil then known = tonumber(redis.call('ZSCORE', served, pid)) end
+  mine = known
+  if not mine then
+    mine = tonumber(redis.call('ZRANGE', served, 0, 0, 'WITHSCORES')[2]) or 0
+    redis.call('ZADD', served, mine, pid)
+  end
+  return mine
 end
 
 -- The head of the index, read ONCE, with its hosts' IPs (P:ip:<key>; false:
@@ -142,18 +154,30 @@ if grace > 0 and n > 0 then
     end
   end
   local got = redis.call('MGET', unpack(names))
-  for i = 1, #buckets do claim_of[buckets[i]] = got[i] end
+  local ask, asked = {pid}, {[pid] = true}
+  for i = 1, #buckets do
+    claim_of[buckets[i]] = got[i]
+    local owner = got[i] and string.match(got[i], '^(%S+)')
+    if owner and not asked[owner] then
+      asked[owner] = true
+      ask[#ask + 1] = owner
+    end
+  end
+  if #ask > 1 then  -- this process's count and every claimant's, in one command
+    local cnt = redis.call('ZMSCORE', served, unpack(ask))
+    for i = 2, #ask do counts[ask[i]] = tonumber(cnt[i]) or false end
+    my_count(tonumber(cnt[1]) or false)
+  end
 end
 
-local ahead = {}  -- owner -> served ``take`` or more hand-outs than this process
+-- Whether ``owner`` was served ``take`` or more hand-outs than this process.
 local function is_ahead(owner)
-  local a = ahead[owner]
-  if a == nil then
-    local cnt = tonumber(redis.call('ZSCORE', served, owner))
-    a = not cnt or cnt >= mine + take  -- not live: its claim is nobody's
-    ahead[owner] = a
+  local cnt = counts[owner]
+  if cnt == nil then
+    cnt = tonumber(redis.call('ZSCORE', served, owner)) or false
+    counts[owner] = cnt
   end
-  return a
+  return not cnt or cnt >= my_count() + take  -- not live: its claim is nobody's
 end
 
 -- When another process's live claim on ``bucket`` lapses; nil if free or ours
@@ -175,6 +199,7 @@ end
 
 local function claim(bucket, at)
   if grace <= 0 then return end
+  my_count()  -- joined first (see my_count)
   local ms = math.ceil((at + grace - now) * 1000)
   if ms < 1 then ms = 1 end
   local value = pid .. ' ' .. fmt(at + grace)
@@ -332,8 +357,7 @@ for i = 1, n do
         local id = string.sub(member, 1, 16)
         redis.call('HSET', P .. ':lease:' .. pid, id,
                    cmsgpack.pack({key, score, member, s.cfg or ''}))
-        redis.call('DECR', P .. ':len')
-        redis.call('INCR', P .. ':leased')
+        my_count()  -- joined at the least served count first
         redis.call('ZINCRBY', served, 1, pid)
         local booked = 0  -- no IP bucket; 1: the IP booked; 2: IP unknown, host only
         if s.ipkey then booked = 1 elseif not s.ip then booked = 2 end
