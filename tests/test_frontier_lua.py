@@ -289,6 +289,22 @@ def test_the_grace_window_after_a_state_loss_holds_pops(redis_server: RedisServe
     kind, wait = f.pop()
     assert kind == "wait"
     assert 49 < float(wait) <= 50
+    assert f.r.zrange(f"{P}:q:a.test", 0, -1)  # nothing handed out
+
+
+def test_a_pop_that_books_nothing_does_not_read_the_grace_window(
+        redis_server: RedisServer) -> None:
+    """Only a booking needs the grace window: a pop told to wait for a host's
+    bucket reads the index, not the namespace hash."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("a.test", "r2")
+    assert f.pop()[0] == "req"
+    f.r.config_resetstat()
+    assert f.pop("p2")[0] == "claimed"
+    stats = f.r.info("commandstats")
+    assert "cmdstat_hget" not in stats, stats
+    assert f.r.zrange(f"{P}:q:a.test", 0, -1)
 
 
 def test_one_round_trip_per_push_and_per_pop(redis_server: RedisServer) -> None:

@@ -89,8 +89,12 @@ local decoupled = ARGV[pushes_end + 1] == 'decoupled'
 if picks == 0 then return {'beat'} end
 
 local ns = NS .. ':ns'
-local hold = tonumber(redis.call('HGET', ns, 'hold')) or 0
-if hold > now then return {'wait', fmt(hold - now)} end
+-- The grace window after a state loss (reserve.lua's hold): nobody books before
+-- it ends. Read just before a booking: a pop that books nothing needs it not.
+local function grace_ends()
+  local hold = tonumber(redis.call('HGET', ns, 'hold')) or 0
+  if hold > now then return hold end
+end
 
 local hosts, claims, served = P .. ':hosts', P .. ':claim:', P .. ':served'
 -- Hand-outs (P:served) of this process and of the claimants met, read together
@@ -313,6 +317,8 @@ for i = 1, n do
     if held or s.ready > now + lead then
       refile(i, key, q, held or s.ready)
     else
+      local hold = grace_ends()
+      if hold then return {'wait', fmt(hold - now)} end
       local head = redis.call('ZRANGE', q, 0, 1, 'WITHSCORES')  -- and the next?
       if #head == 0 then
         refile(i, key, q, 0)  -- emptied by a clear: drop the stale entry
