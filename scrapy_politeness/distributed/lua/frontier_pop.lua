@@ -342,13 +342,9 @@ for i = 1, n do
             ip_at = held_until(now, nxt, margin)
             busy[bucket] = ip_at
           end
-          -- The namespace hash (epoch, hold) outlives every booking: when its
-          -- TTL falls short it gets `idle` more than needed, so most bookings
-          -- only read it (one command, not two). Absent (-2): nothing to keep.
-          local ttl = redis.call('PTTL', ns)
-          if ttl ~= -2 and ttl < (horizon - now + idle) * 1000 then
-            redis.call('PEXPIRE', ns, math.ceil((horizon - now + 2 * idle) * 1000))
-          end
+          -- The namespace hash (epoch, hold) outlives every booking; extended
+          -- by `idle` more than needed, most bookings only read its TTL.
+          keep_at_least(ns, horizon - now + idle, idle)
         end
         if more then
           local next_at = host_ready(now, sent, s.interval, s.not_before, margin)
