@@ -51,6 +51,7 @@ INTERVAL, IP_FLOOR = 1.0, 0.25
 LATENCY = 0.1  # from hand-out to the response's feedback
 PAYLOAD = 400  # bytes of a serialised request (scrapy-redis pickles ~300-500)
 LEASE, LOOKS, LEAD, CLAIM, IP_TTL, MARGIN, IDLE = 10.0, 16, 0.05, 0.2, 600.0, 0.01, 60.0
+BEAT = LEASE / 5  # a pop beats this long after the last beat, as the queue's (_BEAT)
 
 
 def _host(i: int) -> tuple[str, str]:
@@ -88,6 +89,7 @@ async def _simulate(url: str, rate: float, until: float, served: list[int]) -> N
     pushes: list[Any] = []
     tasks: set[asyncio.Task[None]] = set()
     loop = asyncio.get_running_loop()
+    last_beat = -LEASE
 
     async def finish(lease: str, host: str) -> None:
         await asyncio.sleep(LATENCY)
@@ -98,7 +100,10 @@ async def _simulate(url: str, rate: float, until: float, served: list[int]) -> N
         began = loop.time()
         taken, acks = acks, []
         carried, pushes = pushes, []
-        reply = await pop(args=[P, NS, pid, LEASE, 1, INTERVAL, INTERVAL, 60.0, IP_FLOOR,
+        beat = LEASE if began - last_beat >= BEAT else 0.0
+        if beat:
+            last_beat = began
+        reply = await pop(args=[P, NS, pid, beat, 1, INTERVAL, INTERVAL, 60.0, IP_FLOOR,
                                 MARGIN, IDLE, LOOKS, LEAD, 0.0, CLAIM, IP_TTL,
                                 len(taken), *taken, 0, len(carried) // 6, *carried,
                                 "decoupled"])

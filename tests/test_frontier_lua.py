@@ -81,8 +81,11 @@ class Frontier:
             self.r.zadd(f"{P}:hosts", {host: 0})
 
     def length(self) -> tuple[int, int]:
-        queued, leased = self.r.mget(f"{P}:len", f"{P}:leased")
-        return int(queued or 0), int(leased or 0)
+        """(queued, leased): P:len counts both; the leases are the lease hashes' fields."""
+        total = int(self.r.get(f"{P}:len") or 0)
+        leased = sum(self.r.hlen(k) for k in self.r.scan_iter(f"{P}:lease:*"))
+        assert self.r.get(f"{P}:leased") is None  # no count of its own any more
+        return total - leased, leased
 
 
 def test_priorities_then_first_in_first_out_within_a_host(redis_server: RedisServer) -> None:
@@ -238,6 +241,26 @@ def test_a_dead_process_gives_its_requests_back(redis_server: RedisServer) -> No
     assert not f.r.exists(f"{P}:lease:dying")
 
 
+def test_only_a_beating_pop_looks_for_dead_processes(redis_server: RedisServer) -> None:
+    """A pop without a heartbeat (lease 0: the client beats every few seconds,
+    not every pop) neither renews its own deadline nor reclaims a dead process;
+    the next beating pop does."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("b.test", "r2", ip="127.2.0.2")
+    assert f.pop("dying", lease=-1.0)[0] == "req"
+    deadline = f.r.zscore(f"{P}:procs", "dying")
+    f.rewind()
+    assert f.pop("alive", lease=0)[:2] == ["req", "r2"]
+    assert f.length() == (0, 2)  # r1 still leased to the dead process
+    assert f.r.zscore(f"{P}:procs", "alive") is None  # no beat: not registered
+    assert f.r.zscore(f"{P}:procs", "dying") == deadline
+    f.rewind()
+    assert f.pop("alive")[:2] == ["req", "r1"]  # a beat: reclaimed first, then handed out
+    assert not f.r.exists(f"{P}:lease:dying")
+    assert f.r.zscore(f"{P}:procs", "alive") is not None
+
+
 def test_finished_requests_are_not_given_back(redis_server: RedisServer) -> None:
     f = Frontier(redis_server)
     f.push("a.test", "r1")
@@ -266,6 +289,22 @@ def test_the_grace_window_after_a_state_loss_holds_pops(redis_server: RedisServe
     kind, wait = f.pop()
     assert kind == "wait"
     assert 49 < float(wait) <= 50
+    assert f.r.zrange(f"{P}:q:a.test", 0, -1)  # nothing handed out
+
+
+def test_a_pop_that_books_nothing_does_not_read_the_grace_window(
+        redis_server: RedisServer) -> None:
+    """Only a booking needs the grace window: a pop told to wait for a host's
+    bucket reads the index, not the namespace hash."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    f.push("a.test", "r2")
+    assert f.pop()[0] == "req"
+    f.r.config_resetstat()
+    assert f.pop("p2")[0] == "claimed"
+    stats = f.r.info("commandstats")
+    assert "cmdstat_hget" not in stats, stats
+    assert f.r.zrange(f"{P}:q:a.test", 0, -1)
 
 
 def test_one_round_trip_per_push_and_per_pop(redis_server: RedisServer) -> None:
@@ -396,7 +435,7 @@ def test_redis_keys_once_idle_do_not_grow_with_the_hosts(redis_server: RedisServ
     small = _crawl_hosts(f, 2000)
     keys_small = sorted(f.r.keys())
     assert _crawl_hosts(f, 20000) == small, (keys_small, sorted(f.r.keys())[:20])
-    assert small <= 3, keys_small  # P:seq, P:len, P:leased
+    assert small <= 3, keys_small  # P:seq, P:len (P:leased is gone)
 
 
 def test_next_in_counts_the_ip_just_booked(redis_server: RedisServer) -> None:

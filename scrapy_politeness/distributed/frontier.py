@@ -23,8 +23,8 @@ its host bucket booked only and the middleware books host and IP as usual.
 Delivery is at-least-once: a popped request is leased to its process until
 it ends, whatever ends it (:mod:`~scrapy_politeness.distributed.frontier_leases`;
 acknowledged on the process's next pop or heartbeat).
-A process whose heartbeat (every pop, and every ``_LEASE / 4`` s) stops for
-``_LEASE`` seconds has its leases put back by the next pop anywhere, so a
+A process whose heartbeat (on a pop or a timer, every ``_BEAT`` s) stops for
+``_LEASE`` seconds has its leases put back by the next beat anywhere, so a
 killed process loses nothing; a request it had sent but not finished may be
 fetched a second time.
 """
@@ -63,6 +63,7 @@ _LEASE = 10.0  # seconds without a heartbeat before a process's leases go back
 _IP_TTL = 600.0  # how long a host's shared IP bucket is trusted
 _RESOLVE_HOLD = 2.0  # how long a host waits for someone to write its IP
 _LOOKS = 16  # hosts re-filed per pop before answering "wait"
+_BEAT = _LEASE / 5  # a pop beats (and looks for dead processes) this long after our last beat
 _MAX_QUIET = 0.5  # the longest a process goes without asking (work pushed elsewhere)
 # A process told to wait for a bucket (or handed a request from it) claims the
 # bucket's next instant; the others pass over its hosts until this long after
@@ -128,7 +129,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._pushes = PendingPushes(lambda: self._run_pop(0))
         self._rtt = 0.0  # recent pop round trip (a decaying maximum)
         self._idle = 0.0  # the current wait while every queued host is claimed elsewhere
-        self._last_pop = 0.0
+        self._last_beat = -_LEASE  # the first pop beats
         logger.info("politeness: frontier queue %s on Redis, process id %s", self.key, self.pid)
         crawler.signals.connect(self._closing, signal=signals.spider_closed)
 
@@ -142,8 +143,9 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         self._leases.sweep()  # asked when the engine has nothing running: end what ended
         if self._leases.acks:
             self._run_pop(0)
-        queued, leased = self.server.mget(self.key + ":len", self.key + ":leased")
-        return max(0, int(queued or 0)) + max(0, int(leased or 0))
+        # P:len counts both (P:leased: what a process of an older version leased)
+        total, leased = self.server.mget(self.key + ":len", self.key + ":leased")
+        return max(0, int(total or 0) + int(leased or 0))
 
     def push(self, request: Request) -> None:
         request.meta.pop(BOOKED_META, None)  # a retry or redirect is booked afresh
@@ -227,10 +229,11 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         acks = self._leases.take_acks()
         ips = self._routes.take_news()
         pushes = self._pushes.take()
-        self._last_pop = clock()
+        now = clock()
+        beat = _LEASE if now - self._last_beat >= _BEAT else 0.0
         try:
             reply: list[Any] = self._scripts["pop"](args=[
-                self.key, self.namespace, self.pid, _LEASE, picks, *self._config_args, _LOOKS,
+                self.key, self.namespace, self.pid, beat, picks, *self._config_args, _LOOKS,
                 LEAD, slip, claim, _IP_TTL, len(acks), *acks, len(ips) // 2, *ips,
                 *pushes, self._settings.ip_model])
         except Exception:  # Redis away: the next pop carries them again
@@ -238,8 +241,9 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
             self._routes.give_back(ips)
             self._pushes.give_back(pushes)
             raise
+        if beat:
+            self._last_beat = now
         return reply
-
 
     def _share_ip(self, key: str, ip: str) -> None:
         self._scripts["ip"](args=[self.key, key, ip, _IP_TTL])
@@ -273,7 +277,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
         if not self._leases:
             return
         try:
-            if self._leases.acks or clock() - self._last_pop >= _LEASE / 4:
+            if self._leases.acks or clock() - self._last_beat >= _BEAT:
                 self._run_pop(0)
         except Exception:  # Redis away: the next pop reports it; keep beating
             logger.debug("politeness: frontier heartbeat failed", exc_info=True)

@@ -27,10 +27,15 @@ local function host_ready(now, last_start, interval, not_before, margin)
   return held_until(ready, not_before, margin)
 end
 
--- Extend ``key``'s time to live to at least ``seconds``.
-local function keep_at_least(key, seconds)
+-- Extend ``key``'s time to live to at least ``seconds``; by ``slack`` s more when
+-- it falls short (so the next calls only read it: one command, not two). An
+-- absent key (-2) has no lifetime to extend.
+local function keep_at_least(key, seconds, slack)
   local want = math.ceil(seconds * 1000)
-  if redis.call('PTTL', key) < want then redis.call('PEXPIRE', key, want) end
+  local ttl = redis.call('PTTL', key)
+  if ttl ~= -2 and ttl < want then
+    redis.call('PEXPIRE', key, want + math.ceil((slack or 0) * 1000))
+  end
 end
 
 -- What one start spends on its IP: the decoupled model's own spacing

@@ -9,7 +9,10 @@
 --   P:ip:<host key>  the host's IP bucket ('' = none), written once resolved, TTL
 --   P:cfg            host key -> "default floor ceiling" for POLITENESS_HOSTS overrides,
 --                    while the host has queued requests (a lease carries its own copy)
---   P:len, P:leased  queued and handed-out request counts
+--   P:len            requests queued or leased (not finished): a hand-out or a
+--                    requeue leaves it as it is; a push adds, an ack subtracts.
+--                    (P:leased, the leased count of versions before, still adds to
+--                    it: a fleet mixing both versions counts right)
 --   P:procs          ZSET process id -> heartbeat deadline
 --   P:lease:<pid>    HASH request id -> msgpack {host key, score, member, cfg}: what a
 --                    process holds until its request ends; requeued if it dies
@@ -75,10 +78,6 @@ local function requeue(P, pid, now)
   redis.call('DEL', lk)
   redis.call('ZREM', P .. ':procs', pid)
   redis.call('ZREM', P .. ':served', pid)
-  if n > 0 then
-    redis.call('INCRBY', P .. ':len', n)
-    redis.call('DECRBY', P .. ':leased', n)
-  end
   return n
 end
 

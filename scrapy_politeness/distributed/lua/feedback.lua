@@ -56,10 +56,9 @@ local function clamp(adaptive, crawl_delay)
   return host_clamp(adaptive, crawl_delay, floor, ceiling)
 end
 
-local adaptive, crawl_delay, last_start, not_before, prev, streak, dead =
-  read_host(KEYS[1], default)
-
-local f = redis.call('HMGET', KEYS[1], 'fail_at', 'good_at', 'run', 'gap', 'cost')
+-- read_host's fields and the recovery's in ONE HMGET (a command per request saved)
+local adaptive, crawl_delay, last_start, not_before, prev, streak, dead, f =
+  read_host(KEYS[1], default, 'fail_at', 'good_at', 'run', 'gap', 'cost')
 local fail_at, good_at, run = tonumber(f[1]) or 0, tonumber(f[2]) or 0, tonumber(f[3]) or 0
 local gap = tonumber(f[4]) or 0  -- start-to-start before the last booked start (reserve.lua)
 local cost = tonumber(f[5]) or 0

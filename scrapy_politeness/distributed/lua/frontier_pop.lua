@@ -9,7 +9,9 @@
 -- ARGV: P NS pid lease picks default floor ceiling ip_floor margin idle looks lead
 --       slip claim ip_ttl n_acks acks... n_ips (host_key ip)...
 --       n_pushes (data priority host_key ip hold cfg)... [ip_model]
---   pid/lease: this process and how long its heartbeat lasts; picks 0 = heartbeat only
+--   pid/lease: this process and how long its heartbeat lasts (0: no heartbeat on
+--         this call: the client beats every few seconds, not every pop, and only
+--         a beating call looks for dead processes); picks 0 = no pick
 --   lead: a request eligible within this many seconds is handed out, booked at
 --         its eligible instant (the middleware sleeps until it: the engine's
 --         latency from here to the download then cannot shift the start)
@@ -58,11 +60,13 @@ local NEXT_CHECKS, NEXT_HORIZON = 4, 2.0
 local take = TAKE
 if grace < 0 then grace, take = -grace, 1 end
 
-reclaim_dead(P, now)  -- before our own heartbeat: never reclaim ourselves
-redis.call('ZADD', P .. ':procs', now + lease, pid)
+if lease ~= 0 then  -- a heartbeat (the client sends one every _BEAT s, not every pop)
+  reclaim_dead(P, now)  -- before our own heartbeat: never reclaim ourselves
+  redis.call('ZADD', P .. ':procs', now + lease, pid)
+end
 if n_acks > 0 then
   local gone = redis.call('HDEL', P .. ':lease:' .. pid, unpack(ARGV, 18, 17 + n_acks))
-  if gone > 0 then redis.call('DECRBY', P .. ':leased', gone) end
+  if gone > 0 then redis.call('DECRBY', P .. ':len', gone) end
 end
 local at_ips = 18 + n_acks
 local ips_end = at_ips + 2 * tonumber(ARGV[at_ips])
@@ -85,15 +89,31 @@ local decoupled = ARGV[pushes_end + 1] == 'decoupled'
 if picks == 0 then return {'beat'} end
 
 local ns = NS .. ':ns'
-local hold = tonumber(redis.call('HGET', ns, 'hold')) or 0
-if hold > now then return {'wait', fmt(hold - now)} end
+-- The grace window after a state loss (reserve.lua's hold): nobody books before
+-- it ends. Read just before a booking: a pop that books nothing needs it not.
+local function grace_ends()
+  local hold = tonumber(redis.call('HGET', ns, 'hold')) or 0
+  if hold > now then return hold end
+end
 
 local hosts, claims, served = P .. ':hosts', P .. ':claim:', P .. ':served'
+-- Hand-outs (P:served) of this process and of the claimants met, read together
+-- with the claims (one ZMSCORE), or when first needed: a pop that meets no
+-- claim reads none.
+local mine = nil
+local counts = {}  -- owner -> hand-outs (false: not live)
 -- A process joins at the least served live one's count: from then on it is even.
-local mine = tonumber(redis.call('ZSCORE', served, pid))
-if not mine then
-  mine = tonumber(redis.call('ZRANGE', served, 0, 0, 'WITHSCORES')[2]) or 0
-  redis.call('ZADD', served, mine, pid)
+-- It joins before it claims or is handed anything (a claim of a process not in
+-- P:served would be nobody's).
+local function my_count(known)
+  if mine then return mine end
+  if known == nil then known = tonumber(redis.call('ZSCORE', served, pid)) end
+  mine = known
+  if not mine then
+    mine = tonumber(redis.call('ZRANGE', served, 0, 0, 'WITHSCORES')[2]) or 0
+    redis.call('ZADD', served, mine, pid)
+  end
+  return mine
 end
 
 -- The head of the index, read ONCE, with its hosts' IPs (P:ip:<key>; false:
@@ -138,18 +158,30 @@ if grace > 0 and n > 0 then
     end
   end
   local got = redis.call('MGET', unpack(names))
-  for i = 1, #buckets do claim_of[buckets[i]] = got[i] end
+  local ask, asked = {pid}, {[pid] = true}
+  for i = 1, #buckets do
+    claim_of[buckets[i]] = got[i]
+    local owner = got[i] and string.match(got[i], '^(%S+)')
+    if owner and not asked[owner] then
+      asked[owner] = true
+      ask[#ask + 1] = owner
+    end
+  end
+  if #ask > 1 then  -- this process's count and every claimant's, in one command
+    local cnt = redis.call('ZMSCORE', served, unpack(ask))
+    for i = 2, #ask do counts[ask[i]] = tonumber(cnt[i]) or false end
+    my_count(tonumber(cnt[1]) or false)
+  end
 end
 
-local ahead = {}  -- owner -> served ``take`` or more hand-outs than this process
+-- Whether ``owner`` was served ``take`` or more hand-outs than this process.
 local function is_ahead(owner)
-  local a = ahead[owner]
-  if a == nil then
-    local cnt = tonumber(redis.call('ZSCORE', served, owner))
-    a = not cnt or cnt >= mine + take  -- not live: its claim is nobody's
-    ahead[owner] = a
+  local cnt = counts[owner]
+  if cnt == nil then
+    cnt = tonumber(redis.call('ZSCORE', served, owner)) or false
+    counts[owner] = cnt
   end
-  return a
+  return not cnt or cnt >= my_count() + take  -- not live: its claim is nobody's
 end
 
 -- When another process's live claim on ``bucket`` lapses; nil if free or ours
@@ -171,6 +203,7 @@ end
 
 local function claim(bucket, at)
   if grace <= 0 then return end
+  my_count()  -- joined first (see my_count)
   local ms = math.ceil((at + grace - now) * 1000)
   if ms < 1 then ms = 1 end
   local value = pid .. ' ' .. fmt(at + grace)
@@ -284,6 +317,8 @@ for i = 1, n do
     if held or s.ready > now + lead then
       refile(i, key, q, held or s.ready)
     else
+      local hold = grace_ends()
+      if hold then return {'wait', fmt(hold - now)} end
       local head = redis.call('ZRANGE', q, 0, 1, 'WITHSCORES')  -- and the next?
       if #head == 0 then
         refile(i, key, q, 0)  -- emptied by a clear: drop the stale entry
@@ -307,7 +342,9 @@ for i = 1, n do
             ip_at = held_until(now, nxt, margin)
             busy[bucket] = ip_at
           end
-          keep_at_least(ns, horizon - now + idle)
+          -- The namespace hash (epoch, hold) outlives every booking; extended
+          -- by `idle` more than needed, most bookings only read its TTL.
+          keep_at_least(ns, horizon - now + idle, idle)
         end
         if more then
           local next_at = host_ready(now, sent, s.interval, s.not_before, margin)
@@ -328,8 +365,7 @@ for i = 1, n do
         local id = string.sub(member, 1, 16)
         redis.call('HSET', P .. ':lease:' .. pid, id,
                    cmsgpack.pack({key, score, member, s.cfg or ''}))
-        redis.call('DECR', P .. ':len')
-        redis.call('INCR', P .. ':leased')
+        my_count()  -- joined at the least served count first
         redis.call('ZINCRBY', served, 1, pid)
         local booked = 0  -- no IP bucket; 1: the IP booked; 2: IP unknown, host only
         if s.ipkey then booked = 1 elseif not s.ip then booked = 2 end
