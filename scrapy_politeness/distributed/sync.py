@@ -287,7 +287,8 @@ class SharedSync:
     def abort_waiting(self, reason: str) -> None:
         """Closing: the requests waiting for the backend or asleep towards their start fail."""
         self.backend.abort_waiting()
-        self.stats.inc_value("politeness/dropped/closing", self.sleeps.drop(reason))
+        if dropped := self.sleeps.drop(reason):
+            self.stats.inc_value("politeness/dropped/closing", dropped)
 
     async def close(self) -> None:
         """Report the late starts still waiting for an answer, let the last
