@@ -271,8 +271,8 @@ class PolitenessMiddleware:
         self.loop_lag.start(loop)
 
     def _close_gate(self, reason: str) -> None:
-        if self.backend is not None:  # requests held for a lost backend must not wait on
-            self.backend.abort_waiting()
+        if self.shared is not None:  # requests held for the backend must not wait on
+            self.shared.abort_waiting(reason)
         self.driver.close(reason)
 
     async def _spider_closed(self, spider: Spider) -> None:

@@ -9,7 +9,9 @@ uses a server fixture (``SERVER_FIXTURES``) or is marked so itself
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,13 @@ from scrapy_politeness._sitefarm import Farm
 
 SERVER_FIXTURES = frozenset({"farm", "farm_factory", "redis_server", "own_redis", "server",
                              "nginx", "proxy", "dnsmasq"})
+
+
+# The crawls a test starts in a subprocess import this checkout, as the test
+# itself does, not the one the venv's editable install points at (a worktree
+# sharing another checkout's venv): what bench/runner.py does for the bench.
+ROOT = str(Path(__file__).resolve().parents[1])
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -7,7 +7,10 @@ keeps the reactor, the name resolver and Scrapy's global state per test.
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
+import signal
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -53,7 +56,33 @@ class FarmSpider(scrapy.Spider):
                 yield response.follow(href, self.parse, errback=self.errback)
 
 
+def dump_waits(*_: Any) -> None:
+    """On SIGUSR1 (``crawling.run_crawl`` sends it to a crawl past its timeout):
+    where each pending task waits, awaited frame by frame, and the requests the
+    engine has in progress, so a hung crawl's log says what holds it."""
+    out = sys.stderr
+    print("==== crawl_script: pending tasks (SIGUSR1) ====", file=out)
+    for task in asyncio.all_tasks(asyncio.get_event_loop()):
+        print(f"task {task.get_name()}:", file=out)
+        coro: Any = task.get_coro()
+        while coro is not None:
+            frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+            if frame is not None:
+                print(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}",
+                      file=out)
+            coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    from scrapy.core.engine import ExecutionEngine
+
+    for engine in (o for o in gc.get_objects() if isinstance(o, ExecutionEngine)):
+        slot = engine._slot
+        if slot is not None:
+            print(f"engine: closing={slot.closing is not None} in progress: "
+                  f"{sorted(str(r) for r in slot.inprogress)[:20]}", file=out)
+    print("==== end ====", file=out, flush=True)
+
+
 def main(path: str) -> None:
+    signal.signal(signal.SIGUSR1, dump_waits)
     with open(path, encoding="utf-8") as fh:
         job = json.load(fh)
     settings = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,9 +46,8 @@ def run_crawl(urls: list[str], settings: dict[str, Any], *, follow: bool = True,
         }
         job_path = Path(tmp, "job.json")
         job_path.write_text(json.dumps(job), encoding="utf-8")
-        proc = subprocess.run([sys.executable, str(SCRIPT), str(job_path)],
-                              capture_output=True, text=True, timeout=timeout, check=False,
-                              env=None if env is None else {**os.environ, **env})
+        proc = _run_or_dump([sys.executable, str(SCRIPT), str(job_path)], timeout,
+                            None if env is None else {**os.environ, **env})
         stats_path = Path(job["stats_out"])
         if check and (proc.returncode != 0 or not stats_path.exists()):
             raise AssertionError(f"crawl failed ({proc.returncode}):\n{proc.stderr[-6000:]}")
@@ -56,6 +56,27 @@ def run_crawl(urls: list[str], settings: dict[str, Any], *, follow: bool = True,
         items = [json.loads(line) for line in items_path.read_text().splitlines()
                  ] if items_path.exists() else []
         return CrawlResult(stats, items, proc.stderr)
+
+
+def _run_or_dump(cmd: list[str], timeout: float,
+                 env: dict[str, str] | None) -> subprocess.CompletedProcess[str]:
+    """Run the crawl; past ``timeout``, ask it where it waits (SIGUSR1:
+    crawl_script.dump_waits), then kill it and fail with the end of its log."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)
+            try:
+                out, err = proc.communicate(timeout=5.0)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            proc.kill()
+            raise AssertionError(f"crawl still running after {timeout:g}s (killed); the end "
+                                 f"of its log:\n{err[-8000:]}") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def farm_settings(farm: Any, **extra: Any) -> dict[str, Any]:

@@ -72,7 +72,7 @@ def crawl_together(url_lists: list[list[str]], settings: dict[str, Any]) -> list
     done: list[CrawlResult] = []
     for r in results:
         if not isinstance(r, CrawlResult):
-            raise AssertionError(f"a crawl process failed: {r!r}")
+            raise AssertionError(f"a crawl process failed: {r}")
         done.append(r)
     return done
 

@@ -82,5 +82,11 @@ class SharedBackend(Protocol):
         holds while it is): the caller books again once it is back."""
         ...
 
+    async def peek(self, key: str, config: Config) -> SharedHost | None:
+        """The shared host as every process left it, changing nothing (None:
+        the backend cannot say). Read when a pause came after a booking: the
+        state merged at the booking may predate a suspension's trip."""
+        ...
+
     def abort_waiting(self) -> None:
         """Make reservations still waiting for the backend fail at once (closing)."""

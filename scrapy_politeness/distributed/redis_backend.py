@@ -49,7 +49,7 @@ _RECOVERY_CONSTANTS = (_recovery.SHRINK, _recovery.CONFIRM, _recovery.PATIENCE,
 
 
 _SCRIPTS = ("reserve", "feedback", "crawl_delay", "resync", "late_start", "wait_before_send",
-            "go_late")
+            "go_late", "peek")
 
 
 _LATE = {"feedback.lua", "late_start.lua", "go_late.lua"}  # fold a late start in
@@ -270,3 +270,11 @@ class RedisBackend(_RedisReseed):
         except BackendUnavailable:
             return None if self.on_loss == "hold" else 0.0
         return _f(reply)
+
+    async def peek(self, key: str, config: Config) -> SharedHost | None:
+        """See ``SharedBackend.peek``; None while Redis is lost."""
+        try:
+            reply = await self._run("peek", [self._key("host", key)], [config.default])
+        except BackendUnavailable:
+            return None
+        return _host(reply)

@@ -12,11 +12,13 @@ import asyncio
 import logging
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import CloseSpider
 
 from scrapy_politeness.distributed.base import LateStart
+from scrapy_politeness.distributed.sleeps import Sleeps, SuspendedElsewhere
 from scrapy_politeness.downloader.send_lateness import STALL, Dispatch, late_allowance
 from scrapy_politeness.policy import Release, Signal, merge_shared
 
@@ -30,24 +32,16 @@ if TYPE_CHECKING:
 __all__ = ["SharedSync", "SuspendedElsewhere"]
 
 
-class SuspendedElsewhere(Exception):
-    """The shared state says another process suspended the host this request
-    was booked for: the request goes back to the scheduler to wait there."""
-
-
+@dataclass(slots=True)
 class _WaitingLate:
     """A late start that waits to ride on its fetch's feedback, and the timer
     that reports it alone if the answer does not come in time."""
 
-    __slots__ = ("arrived", "dispatch", "interval", "ip_spacing", "timer")
-
-    def __init__(self, dispatch: Dispatch, arrived: float, interval: float, ip_spacing: float,
-                 timer: asyncio.TimerHandle) -> None:
-        self.dispatch = dispatch
-        self.arrived = arrived
-        self.interval = interval
-        self.ip_spacing = ip_spacing
-        self.timer = timer
+    dispatch: Dispatch
+    arrived: float
+    interval: float
+    ip_spacing: float
+    timer: asyncio.TimerHandle
 
 logger = logging.getLogger("scrapy_politeness.middleware")
 
@@ -70,6 +64,7 @@ class SharedSync:
         self.rtt = 0.0  # recent round trip (a decaying maximum)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._late: dict[int, _WaitingLate] = {}  # late starts waiting for their feedback
+        self.sleeps = Sleeps()  # requests asleep towards their start: dropped at the close
         self._on_dead = on_dead
         self._on_change = on_change
         self.dead_after = hosts.dead_after  # the shared verdict; huge: never (suspend mode)
@@ -91,12 +86,6 @@ class SharedSync:
                          "to start: %s", exc)
             raise CloseSpider("politeness_backend_error") from exc
 
-    def _ip_spacing(self, ip: str | None) -> float | None:
-        """The decoupled IP model's own spacing of ``ip`` for reserve.lua (None:
-        coupled, the shared host's interval spaces the IP there too)."""
-        ips = self.slip.ips
-        return None if ips.coupled else ips.spacing(ip, 0.0)
-
     async def reserve(self, release: Release[Any], state: HostState,
                       loop: asyncio.AbstractEventLoop, *, resumed: float | None = None
                       ) -> tuple[Release[Any], float]:
@@ -112,12 +101,13 @@ class SharedSync:
         """
         if resumed is not None:
             self.slip.spend_at_send(release, resumed)
+        ips = self.slip.ips  # ip_spacing: the decoupled IP model's own (None: coupled)
         while True:
             slip = 2.0 * self.slip.lag + self.rtt
             sent = loop.time()
             delay, shared = await self.backend.reserve(
                 release.key, release.ip, state.config, crawl_delay=state.crawl_delay,
-                slip=slip, ip_spacing=self._ip_spacing(release.ip))
+                slip=slip, ip_spacing=None if ips.coupled else ips.spacing(release.ip, 0.0))
             got = loop.time()
             rtt = got - sent
             if shared is None:  # the local fallback: the local buckets alone apply
@@ -139,7 +129,7 @@ class SharedSync:
             booking = Release(release.token, release.key, release.ip, state.interval(), booked)
             if delay > 0:
                 self.stats.inc_value("politeness/shared/waits")
-                await asyncio.sleep(delay)
+                await self.sleeps.sleep(loop, delay)
                 if delay > STALL:  # booked ahead: a start reported late since may come first
                     rechecked = await self._wait_before_send(booking, state, loop, slip)
                     if rechecked is None:
@@ -165,10 +155,14 @@ class SharedSync:
             return release
         now = loop.time()
         if extra > state.interval() and self.suspended_elsewhere is not None:
-            # A pause reported since the booking, not a late start: a suspension?
+            # A pause reported since the booking, not a late start: a suspension? Judged on
+            # the shared host now (merged at the booking, its ceiling streak may predate the trip).
+            shared = await self.backend.peek(release.key, state.config)
+            if shared is not None and merge_shared(state, shared, loop.time()):
+                self._on_dead(release.key)
             if now + extra > state.not_before:
                 state.not_before = now + extra
-            if self.suspended_elsewhere(release.key, state, now):
+            if self.suspended_elsewhere(release.key, state, loop.time()):
                 raise SuspendedElsewhere(release.key)
         self.stats.inc_value("politeness/shared/rechecked_waits")
         booked = now + extra
@@ -178,7 +172,7 @@ class SharedSync:
         # it rechecks against its new start (the chain stops at the first
         # booking that was late enough already).
         self.late_start(Dispatch(release.key, booked, release.ip), state, -(extra + slip))
-        await asyncio.sleep(extra)
+        await self.sleeps.sleep(loop, extra)
         return Release(release.token, release.key, release.ip, state.interval(), booked)
 
     def late_arrival(self, dispatch: Dispatch, state: HostState, arrived: float,
@@ -289,6 +283,12 @@ class SharedSync:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+    def abort_waiting(self, reason: str) -> None:
+        """Closing: the requests waiting for the backend or asleep towards their start fail."""
+        self.backend.abort_waiting()
+        if dropped := self.sleeps.drop(reason):
+            self.stats.inc_value("politeness/dropped/closing", dropped)
 
     async def close(self) -> None:
         """Report the late starts still waiting for an answer, let the last
