@@ -109,6 +109,9 @@ async def put_late_in_force(booking: Booking, at_booked: Release[Any], state: Ho
             started = await shared.go_late(dispatch, state, server_at, booked_slip, starts_in)
             if started is None:
                 break
+            trip = loop.time() - asked  # a round trip: the next starts_in counts it
+            if trip < 1.0:
+                shared.rtt = max(trip, shared.rtt * 0.95)
             # In force from the script's now + starts_in: no sooner than asked +
             # starts_in here; the bytes leave about two loop lags after now.
             leaves = loop.time() + 2.0 * shared.slip.lag - asked
