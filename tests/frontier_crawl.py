@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -17,6 +18,10 @@ from typing import Any
 import redis
 
 SCRIPT = Path(__file__).with_name("redis_crawl_script.py")
+# The checkout these tests belong to, first on the crawlers' path: run as a file,
+# the script would import the package the venv's editable install points at,
+# which may be another checkout (a git worktree sharing one venv).
+_CHECKOUT = str(Path(__file__).resolve().parents[1])
 STOCK_QUEUE = "scrapy_redis.queue.PriorityQueue"
 
 
@@ -62,6 +67,8 @@ def run_fleet(settings: dict[str, Any], processes: int = 3, *, timeout: float = 
         if barrier:
             Path(tmp, "barrier").mkdir()
             gate = {"folder": str(Path(tmp, "barrier")), "n": processes}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [_CHECKOUT, os.environ.get("PYTHONPATH")]))}
         for i in range(processes):
             items_out = str(Path(tmp, f"items{i}.jsonl"))
             job = {"settings": settings, "items_out": items_out, "batch": batch,
@@ -73,7 +80,8 @@ def run_fleet(settings: dict[str, Any], processes: int = 3, *, timeout: float = 
             log_paths.append(Path(tmp, f"log{i}.txt"))
             log = open(log_paths[-1], "w+", encoding="utf-8")  # noqa: SIM115
             procs.append(subprocess.Popen([sys.executable, str(SCRIPT), str(job_path)],
-                                          stdout=subprocess.DEVNULL, stderr=log, text=True))
+                                          stdout=subprocess.DEVNULL, stderr=log, text=True,
+                                          env=env))
             outs.append((items_out, log))
         if kill is not None:
             kill(procs, log_paths)

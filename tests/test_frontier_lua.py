@@ -521,3 +521,41 @@ def test_pushes_riding_on_a_pop_write_each_host_entry_once(redis_server: RedisSe
     out = f.drain()
     assert sorted(out) == ["r1", "r2", "r3", "r4"]
     assert [x for x in out if x != "r4"] == ["r1", "r2", "r3"]
+
+
+def test_go_late_says_the_start_it_put_in_force_and_goes_again_from_there(
+        redis_server: RedisServer) -> None:
+    """A booked request that reached the gate late moves both buckets to its real
+    start before it goes (go_late.lua), and answers that start on the server's
+    clock. A fleet's first requests showed why: the reply reached a busy loop
+    200-300 ms after the script ran, the bytes left then, and another process's
+    next booking on the IP, spaced from the start the script had put in force,
+    came 116-184 ms short. The client puts it in force again from the start
+    the first call answered; a booking behind it meanwhile refuses (0)."""
+    f = Frontier(redis_server)
+    go_late = f.r.register_script(_script("go_late.lua"))
+    keys = [f"{NS}:host:a.test", f"{NS}:ip:127.2.0.1", f"{NS}:late:127.2.0.1"]
+    f.push("a.test", "a1")
+    f.push("b.test", "b1")  # the same IP
+    reply = f.pop()
+    assert reply[1] == "a1"
+    booked = float(reply[7])
+    before = f.now()
+    started = float(go_late(keys=keys, args=[booked, 0.0, 0.02, INTERVAL, IP_FLOOR, 60.0]))
+    assert before + 0.02 <= started <= f.now() + 0.02  # the script's now + starts_in
+    assert float(f.r.get(keys[1])) == pytest.approx(started + IP_FLOOR, abs=1e-9)
+    # Its reply came 0.2 s late: in force again from that start, the bytes 0.2 s on.
+    before = f.now()
+    again = float(go_late(keys=keys, args=[started, 0.0, 0.2, INTERVAL, IP_FLOOR, 60.0]))
+    assert before + 0.2 <= again <= f.now() + 0.2
+    assert float(f.r.hget(keys[0], "last_start")) == pytest.approx(again, abs=1e-9)
+    assert float(f.r.get(keys[1])) == pytest.approx(again + IP_FLOOR, abs=1e-9)
+    # Another process's pop of the IP's other host is spaced from that start.
+    kind, wait = f.pop("p2", claim=0)
+    assert kind == "wait"
+    assert float(wait) >= again + IP_FLOOR + MARGIN - LEAD - f.now() - 1e-6
+    # Booked behind it (the IP spent one more spacing on): a late start from the
+    # old one would crowd that booking, so nothing moves and it is booked afresh.
+    f.r.set(keys[1], repr(again + 2 * IP_FLOOR + MARGIN))
+    assert go_late(keys=keys, args=[again, 0.0, 0.02, INTERVAL, IP_FLOOR, 60.0]) == 0
+    assert float(f.r.hget(keys[0], "last_start")) == pytest.approx(again, abs=1e-9)

@@ -23,7 +23,7 @@ from test_multiprocess import count_violations, describe_violations
 
 pytest.importorskip("scrapy_redis")
 
-RUNS = 5
+RUNS = 10
 
 # Three hosts per IP, plus names that fail DNS (half time out, half NXDOMAIN).
 BROAD_FAILING: dict[str, Any] = {

@@ -68,9 +68,10 @@ class SharedBackend(Protocol):
         """Move the shared buckets to a start later than its booking allowed for."""
 
     async def go_late(self, key: str, ip: str | None, booked_at: float, *, booked_slip: float,
-                      starts_in: float, interval: float, ip_spacing: float) -> bool:
+                      starts_in: float, interval: float, ip_spacing: float) -> float | None:
         """Move the shared buckets to a booked start that goes late, before it
-        goes; False (nothing moved) when another booking came behind it meanwhile."""
+        goes: the start put in force (the server's clock), or None (nothing
+        moved) when another booking came behind it meanwhile."""
         ...
 
     async def wait_before_send(self, key: str, ip: str | None, config: Config, *,

@@ -27,6 +27,7 @@ __all__ = ["BOOKED_META", "LEAD", "Booking", "booked_start", "late_allowance", "
            "start_as_booked"]
 
 BOOKED_META = "politeness_booked"
+GO_LATE_TRIES = 3  # late starts put in force before the send, before booking afresh
 
 
 class Booking(NamedTuple):
@@ -72,13 +73,14 @@ async def start_as_booked(booking: Booking, release: Release[Any],
     it is booked again (conservative), which spends one more slot.
     """
     now = loop.time()
+    if booking.at > now:
+        await asyncio.sleep(booking.at - now)
+        now = loop.time()  # a busy loop resumes it late: as late as one that came late
     if shared and now > booking.at + margin:
         if now - booking.at > late_ok:
             stats.inc_value("politeness/frontier/rebooked")
             return None
         return Release(release.token, release.key, release.ip, release.interval, now)
-    if booking.at > now:
-        await asyncio.sleep(booking.at - now)
     return Release(release.token, release.key, release.ip, release.interval, booking.at)
 
 
@@ -89,11 +91,35 @@ async def put_late_in_force(booking: Booking, at_booked: Release[Any], state: Ho
     real start before the send (``SharedSync.go_late``: one round trip), so the
     news cannot race the other processes' next bookings (a fleet's first
     requests, on a busy loop); None when another process booked behind it
-    meanwhile or Redis cannot say: the caller books it afresh."""
-    if booking.server_at is None or not await shared.go_late(
-            Dispatch(at_booked.key, booking.at, at_booked.ip), state, booking.server_at,
-            booking.booked_slip):
-        stats.inc_value("politeness/frontier/rebooked")
-        return None
-    stats.inc_value("politeness/frontier/sent_late")
-    return Release(at_booked.token, at_booked.key, at_booked.ip, at_booked.interval, loop.time())
+    meanwhile or Redis cannot say: the caller books it afresh.
+
+    The script puts in force its own now + the expected slip; a reply that
+    reaches a busy loop later than that (a fleet starting: 200-300 ms) would
+    send the bytes after the start in force, as unannounced as before. So the
+    start is put in force again from there, spaced by the delay just seen, up
+    to ``GO_LATE_TRIES`` times; then it is booked afresh.
+    """
+    server_at, booked_slip = booking.server_at, booking.booked_slip
+    if server_at is not None:
+        stats.inc_value("politeness/shared/late_starts")
+        dispatch = Dispatch(at_booked.key, booking.at, at_booked.ip)
+        starts_in = 2.0 * shared.slip.lag + shared.rtt
+        for _ in range(GO_LATE_TRIES):
+            asked = loop.time()
+            started = await shared.go_late(dispatch, state, server_at, booked_slip, starts_in)
+            if started is None:
+                break
+            trip = loop.time() - asked  # a round trip: the next starts_in counts it
+            if trip < 1.0:
+                shared.rtt = max(trip, shared.rtt * 0.95)
+            # In force from the script's now + starts_in: no sooner than asked +
+            # starts_in here; the bytes leave about two loop lags after now.
+            leaves = loop.time() + 2.0 * shared.slip.lag - asked
+            if leaves <= starts_in + shared.slip.margin / 2:
+                stats.inc_value("politeness/frontier/sent_late")
+                return Release(at_booked.token, at_booked.key, at_booked.ip, at_booked.interval,
+                               loop.time())
+            stats.inc_value("politeness/frontier/late_again")
+            server_at, booked_slip, starts_in = started, 0.0, leaves
+    stats.inc_value("politeness/frontier/rebooked")
+    return None

@@ -239,19 +239,21 @@ class RedisBackend(_RedisReseed):
             logger.debug("politeness: late start of %s not shared (Redis down)", key)
 
     async def go_late(self, key: str, ip: str | None, booked_at: float, *, booked_slip: float,
-                      starts_in: float, interval: float, ip_spacing: float) -> bool:
+                      starts_in: float, interval: float, ip_spacing: float) -> float | None:
         """A start the frontier booked for ``booked_at`` (the server's clock, as its
         pop answered) goes only now: move the
         shared buckets to it (its bytes leave ``starts_in`` s from now) and go
-        (True), unless another process booked behind it meanwhile (False: book
-        it afresh). Atomic, before the send, so no other booking misses it.
+        (the start put in force, the server's clock), unless another process
+        booked behind it meanwhile (None: book it afresh). Atomic, before the
+        send, so no other booking misses it.
         Raises ``BackendUnavailable`` while Redis is lost."""
         keys = [self._key("host", key)]
         if not _is_zero_ip(ip):
             keys += [self._key("ip", ip), self._key("late", ip)]
         reply: Any = await self._run("go_late", keys, [
             booked_at, booked_slip, starts_in, interval, ip_spacing, self.idle_margin])
-        return bool(int(reply))
+        started = _f(reply)
+        return started if started > 0 else None
 
     async def wait_before_send(self, key: str, ip: str | None, config: Config, *,
                                slip: float = 0.0) -> float | None:

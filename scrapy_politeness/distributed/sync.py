@@ -223,23 +223,21 @@ class SharedSync:
             self.slip.ips.spacing(dispatch.ip, state.ip_interval())))
 
     async def go_late(self, dispatch: Dispatch, state: HostState, server_at: float,
-                      booked_slip: float) -> bool:
+                      booked_slip: float, starts_in: float) -> float | None:
         """A start booked for ``dispatch.at`` (``server_at`` on the Redis server's
-        clock) goes only now: put it in force on the
-        shared buckets before the send (True), or False when another process
-        booked behind it meanwhile or Redis cannot say: book it afresh.
-        Reported after the send instead, the news raced the other processes'
-        next bookings and lost on a busy loop (a fleet's first requests)."""
-        self.stats.inc_value("politeness/shared/late_starts")
+        clock) goes only now, its bytes ``starts_in`` s after the script runs: put it
+        in force on the shared buckets before the send (the start in force, the
+        server's clock), or None when another process booked behind it meanwhile
+        or Redis cannot say: book it afresh. Reported after the send instead, the
+        news raced the other processes' next bookings and lost on a busy loop."""
         spacing = self.slip.ips.spacing(dispatch.ip, state.ip_interval())
         try:
             return await self.backend.go_late(
                 dispatch.key, dispatch.ip, server_at,
                 booked_slip=booked_slip if booked_slip < 1.0 else 0.0,
-                starts_in=2.0 * self.slip.lag + self.rtt, interval=state.interval(),
-                ip_spacing=spacing)
+                starts_in=starts_in, interval=state.interval(), ip_spacing=spacing)
         except ConnectionError:  # BackendUnavailable: the outage is logged once
-            return False
+            return None
 
     def set_crawl_delay(self, key: str, delay: float) -> None:
         self._spawn(self.backend.set_crawl_delay(key, delay))
