@@ -185,7 +185,9 @@ class _BoundedIdlePool(HTTPConnectionPool):
     ``_removeConnection`` (closes one idle connection) and ``_timeouts`` (the
     idle connections, each with its pending 240 s close, cancelled when the
     budget closes it first). Waits for a public bound on
-    the idle connections of ``HTTPConnectionPool``.
+    the idle connections of ``HTTPConnectionPool``. A host's emptied list of
+    idle connections goes too (``_connections``): Twisted keeps it, with its
+    key, for every host ever fetched (~0.2 KB per host in a broad crawl).
     """
 
     def __init__(self, reactor: Any, persistent: bool, budget: int) -> None:
@@ -209,6 +211,19 @@ class _BoundedIdlePool(HTTPConnectionPool):
         if len(order) > 2 * self.budget + 64:  # forget connections closed meanwhile
             self._idle_order = OrderedDict(
                 (c, k) for c, k in order.items() if c in self._timeouts)
+
+    def getConnection(self, key: Any, endpoint: Any) -> Any:
+        got = super().getConnection(key, endpoint)  # type: ignore[no-untyped-call]
+        self._forget_empty(key)
+        return got
+
+    def _removeConnection(self, key: Any, connection: Any) -> None:
+        super()._removeConnection(key, connection)  # type: ignore[no-untyped-call]
+        self._forget_empty(key)
+
+    def _forget_empty(self, key: Any) -> None:
+        if not self._connections.get(key, True):
+            del self._connections[key]
 
 
 def bound_idle_connections(handler: Any, budget: int) -> bool:
