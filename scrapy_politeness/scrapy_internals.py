@@ -207,13 +207,13 @@ class _BoundedIdlePool(HTTPConnectionPool):
             if oldest in self._timeouts:  # else taken again or closed: nothing to do
                 # its 240 s close goes too: left pending, it would remove it again and raise
                 self._timeouts[oldest].cancel()
-                self._removeConnection(oldest_key, oldest)  # type: ignore[no-untyped-call]
+                self._removeConnection(oldest_key, oldest)
         if len(order) > 2 * self.budget + 64:  # forget connections closed meanwhile
             self._idle_order = OrderedDict(
                 (c, k) for c, k in order.items() if c in self._timeouts)
 
     def getConnection(self, key: Any, endpoint: Any) -> Any:
-        got = super().getConnection(key, endpoint)  # type: ignore[no-untyped-call]
+        got = super().getConnection(key, endpoint)
         self._forget_empty(key)
         return got
 
@@ -250,6 +250,17 @@ def _pool_internals_missing(pool: Any) -> list[str]:
     return [f"HTTPConnectionPool.{name}" for name in _POOL_INTERNALS if not hasattr(pool, name)]
 
 
+def robots_parsers(middleware: Any) -> dict[str, Any] | None:
+    """The robots middleware's parser per netloc, to drop those of idle hosts.
+
+    Private Scrapy: ``RobotsTxtMiddleware._parsers`` (netloc -> parser, None, or
+    a Deferred while fetched); None when it is not a dict. Waits for a bound of
+    Scrapy's own on its parsers.
+    """
+    parsers = getattr(middleware, "_parsers", None)
+    return parsers if isinstance(parsers, dict) else None
+
+
 def missing(crawler: Any) -> list[str]:
     """The private attributes this Scrapy no longer has (call once the engine is open)."""
     engine = _engine(crawler)
@@ -274,6 +285,10 @@ def missing(crawler: Any) -> list[str]:
 
     if "_pool" not in HTTP11DownloadHandler.__init__.__code__.co_names:
         gone.append("HTTP11DownloadHandler._pool")
+    from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
+
+    if "_parsers" not in RobotsTxtMiddleware.__init__.__code__.co_names:
+        gone.append("RobotsTxtMiddleware._parsers")
     from twisted.internet import reactor
 
     gone.extend(_pool_internals_missing(
