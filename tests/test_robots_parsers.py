@@ -1,9 +1,9 @@
 """Scrapy's robots.txt parsers follow the active hosts (``downloader.robots_parsers``).
 
 Scrapy's robots middleware keeps a parser per netloc for the whole crawl (~1.2 KB
-each with Protego): a host the host table forgot loses its parser at the next
-eviction pass; a host still known, with a compact verdict (a Crawl-delay), or
-whose robots.txt is still being fetched keeps it. Fake clock, no crawl.
+each with Protego): a host idle for ``PARSER_IDLE`` loses its parser at the next
+eviction pass; a host still in use, with a Crawl-delay (whole or as a compact
+verdict), or whose robots.txt is still being fetched keeps it. Fake clock, no crawl.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
 from twisted.internet.defer import Deferred
 
 from scrapy_politeness.downloader.host_keys import HostKeys
-from scrapy_politeness.downloader.robots_parsers import RobotsParsers
+from scrapy_politeness.downloader.robots_parsers import PARSER_IDLE, RobotsParsers
 from scrapy_politeness.policy import Config, HostTable
 
 TTL = 300.0
@@ -46,51 +46,64 @@ def _parse(tracker: RobotsParsers, parsers: dict[str, Any], url: str) -> None:
     tracker.parsed(request=request, robotparser=None)
 
 
-def test_a_forgotten_host_loses_its_parser_and_an_active_one_keeps_it() -> None:
+def _pass(tracker: RobotsParsers, hosts: HostTable, now: float) -> int:
+    """The middleware's eviction pass: the host table first, then the parsers."""
+    hosts.evict(now - TTL)
+    return tracker.evict(now, now - PARSER_IDLE)
+
+
+def test_an_idle_host_loses_its_parser_and_an_active_one_keeps_it() -> None:
     tracker, hosts, parsers, clock = _setup()
-    for name in ("gone.test", "busy.test"):
+    for name in ("idle.test", "busy.test"):
         _parse(tracker, parsers, f"http://{name}:8080/robots.txt")
         hosts.start(name, 0.0)
-    clock[0] = 400.0
-    hosts.start("busy.test", 390.0)  # still crawled
-    hosts.evict(clock[0] - TTL)
-    assert tracker.evict(clock[0], clock[0] - TTL) == 1
+    clock[0] = 100.0
+    hosts.start("busy.test", 90.0)  # still crawled
+    assert _pass(tracker, hosts, clock[0]) == 1
     assert list(parsers) == ["busy.test:8080"]
-    assert len(tracker) == 1  # looked at again one idle time later
-    clock[0] = 800.0
-    hosts.evict(clock[0] - TTL)
-    assert tracker.evict(clock[0], clock[0] - TTL) == 1
-    assert parsers == {} and len(tracker) == 0
+    assert hosts.whole("idle.test") is not None  # its state lasts longer (POLITENESS_IDLE_TTL)
+    assert len(tracker) == 1  # busy: looked at again later
+    clock[0] = 200.0
+    assert _pass(tracker, hosts, clock[0]) == 1
+    assert parsers == {}
+    assert len(tracker) == 0
 
 
-def test_a_crawl_delay_record_keeps_the_parser_it_is_read_again_from() -> None:
-    tracker, hosts, parsers, clock = _setup()
+def test_a_host_the_table_forgot_loses_its_parser() -> None:
+    tracker, hosts, parsers, _clock = _setup()
+    _parse(tracker, parsers, "http://gone.test/robots.txt")
+    hosts.start("gone.test", 0.0)
+    assert _pass(tracker, hosts, 400.0) == 1
+    assert "gone.test" not in hosts
+    assert parsers == {}
+
+
+def test_a_crawl_delay_keeps_the_parser_it_is_read_again_from() -> None:
+    tracker, hosts, parsers, _clock = _setup()
     _parse(tracker, parsers, "https://slow.test/robots.txt")
     hosts.get("slow.test").crawl_delay = 5.0
     hosts.start("slow.test", 0.0)
-    clock[0] = 340.0  # idle past the TTL, within its record's ceiling + TTL
-    hosts.evict(clock[0] - TTL)  # a compact verdict now
-    assert "slow.test" in hosts and hosts.whole("slow.test") is None
-    assert tracker.evict(clock[0], clock[0] - TTL) == 0
+    assert _pass(tracker, hosts, 100.0) == 0  # a whole state, idle: its Crawl-delay binds
+    assert _pass(tracker, hosts, 340.0) == 0  # a compact verdict now
+    assert "slow.test" in hosts
+    assert hosts.whole("slow.test") is None
     assert list(parsers) == ["slow.test"]
-    clock[0] = 400.0  # the record expired: the parser goes at the next pass after it
-    hosts.evict(clock[0] - TTL)
+    assert _pass(tracker, hosts, 400.0) == 1  # the record expired: the parser goes
     assert "slow.test" not in hosts
-    assert tracker.evict(700.0, 400.0) == 1
+    assert parsers == {}
 
 
 def test_a_robots_txt_still_being_fetched_is_left_alone() -> None:
-    tracker, hosts, parsers, clock = _setup()
+    tracker, hosts, parsers, _clock = _setup()
     _parse(tracker, parsers, "http://again.test/robots.txt")
-    parsers["again.test"] = Deferred()  # forgotten, came back: fetched again
-    clock[0] = 400.0
-    assert tracker.evict(clock[0], clock[0] - TTL) == 0
+    parsers["again.test"] = Deferred()  # dropped, came back: fetched again
+    assert _pass(tracker, hosts, 400.0) == 0
     assert "again.test" in parsers
 
 
 def test_a_parse_not_yet_due_stops_the_pass() -> None:
     """The pass pops from the oldest end and stops at the first one too recent."""
-    tracker, hosts, parsers, clock = _setup()
+    tracker, _hosts, parsers, clock = _setup()
     for i in range(3):
         clock[0] = float(i * 100)
         _parse(tracker, parsers, f"http://h{i}.test/robots.txt")

@@ -4,8 +4,8 @@ Scrapy closes a spider while requests still wait in the gate; nothing wakes
 those waiters but a timer, so the periodic tick notices the engine closing and drops
 them at once (a prompt close). The same tick feeds the live log line and,
 now and then, evicts the state of hosts, IPs and names idle for longer than
-``POLITENESS_IDLE_TTL`` (and the robots middleware's parsers of the hosts
-forgotten) so a broad crawl's memory follows its working set.
+``POLITENESS_IDLE_TTL``, and the robots middleware's parsers of hosts idle a
+minute, so a broad crawl's memory follows its working set.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from scrapy import signals
 
-from scrapy_politeness.downloader.robots_parsers import RobotsParsers
+from scrapy_politeness.downloader.robots_parsers import PARSER_IDLE, RobotsParsers
 from scrapy_politeness.downloader.signal_hub import SignalHub
 from scrapy_politeness.scrapy_internals import engine_closing
 
@@ -93,7 +93,7 @@ class PeriodicTasks:
         """Forget what has been idle longer than ``POLITENESS_IDLE_TTL``."""
         cutoff = now - self.settings.idle_ttl
         self.hosts.evict(cutoff)
-        if self.robots.evict(now, cutoff):  # after the hosts: a host forgotten loses its parser
+        if self.robots.evict(now, now - min(PARSER_IDLE, self.settings.idle_ttl)):
             self.crawler.stats.set_value("politeness/robots/parsers_dropped",
                                          self.robots.dropped)
         if self.suspended is not None:

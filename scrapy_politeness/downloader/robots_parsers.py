@@ -6,11 +6,14 @@ crawl that meets a million hosts keeps a million parsers, most of hosts it will
 never visit again. Here each parsed netloc is remembered in the order it was
 parsed; the middleware's eviction pass pops those parsed before its cutoff
 (the cost is what it pops, never a pass over every host) and drops the parser
-of a host the host table no longer knows (idle for ``POLITENESS_IDLE_TTL``, no
-compact verdict left). A host still known, or whose robots.txt is being
-fetched, is looked at again one idle time later. A host that comes back has its
-robots.txt fetched again by the middleware, as at its first visit, and its
-Crawl-delay learnt from it again (``signals.robots_parsed``).
+of a host idle since ``PARSER_IDLE`` seconds (at most ``POLITENESS_IDLE_TTL``):
+no start, no outcome, no next start or Retry-After ahead, no Crawl-delay, not
+dead or parked (a host with a compact verdict keeps it; one the host table
+forgot loses it). Sooner than the host's own state: the parser is the largest
+thing a host leaves behind, and a host crawled at all is touched far more often.
+A host kept, or whose robots.txt is being fetched, is looked at again later. A
+host that comes back has its robots.txt fetched again by the middleware, as at
+its first visit, and its Crawl-delay learnt from it again (``signals.robots_parsed``).
 """
 
 from __future__ import annotations
@@ -31,7 +34,10 @@ if TYPE_CHECKING:
     from scrapy_politeness.downloader.host_keys import HostKeys
     from scrapy_politeness.policy import HostTable
 
-__all__ = ["RobotsParsers"]
+__all__ = ["PARSER_IDLE", "RobotsParsers"]
+
+PARSER_IDLE = 60.0
+"""Seconds a host is idle before its parser goes (as Scrapy forgets a download slot)."""
 
 
 class RobotsParsers:
@@ -71,7 +77,8 @@ class RobotsParsers:
             if at > cutoff:
                 break
             del order[netloc]
-            if self.keys.key(hostname) in self.hosts or not _settled(parsers.get(netloc)):
+            if self._in_use(self.keys.key(hostname), cutoff) \
+                    or not _settled(parsers.get(netloc)):
                 order[netloc] = (now, hostname)  # in use: looked at again later
                 continue
             if parsers.pop(netloc, None) is not None:
@@ -79,6 +86,15 @@ class RobotsParsers:
         self._parsed, self._high = refit(order, self._high)
         self.dropped += gone
         return gone
+
+    def _in_use(self, key: str, cutoff: float) -> bool:
+        """Whether ``key``'s host was used after ``cutoff`` or must be remembered."""
+        state = self.hosts.whole(key)
+        if state is None:
+            return key in self.hosts  # a compact verdict (dead, Crawl-delay, parked)
+        return (state.touched > cutoff or state.not_before > cutoff or state.dead
+                or state.crawl_delay > 0 or state.parked_until > cutoff
+                or state.last_start + state.interval() > cutoff)
 
     def _parsers(self) -> dict[str, Any] | None:
         if not self._looked_up and self._crawler is not None:
