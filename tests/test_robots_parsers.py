@@ -1,6 +1,6 @@
 """Scrapy's robots.txt parsers follow the active hosts (``downloader.robots_parsers``).
 
-Scrapy's robots middleware keeps a parser per netloc for the whole crawl (~1.2 KB
+Scrapy's robots middleware keeps a parser per netloc for the whole crawl (~1 KB
 each with Protego): a host idle for ``PARSER_IDLE`` loses its parser at the next
 eviction pass; a host still in use, with a Crawl-delay (whole or as a compact
 verdict), or whose robots.txt is still being fetched keeps it. Fake clock, no crawl.

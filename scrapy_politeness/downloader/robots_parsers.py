@@ -1,7 +1,7 @@
 """Scrapy's robots.txt parsers kept while their host is in use, not for the whole crawl.
 
 Scrapy's ``RobotsTxtMiddleware`` keeps each netloc's parser for the crawl: with
-Protego, about 1.2 KB for a one-line robots.txt (a dozen containers), so a broad
+Protego, about 1 KB for a one-line robots.txt (a dozen containers), so a broad
 crawl that meets a million hosts keeps a million parsers, most of hosts it will
 never visit again. Here each parsed netloc is remembered in the order it was
 parsed; the middleware's eviction pass pops those parsed before its cutoff
