@@ -9,8 +9,10 @@ parsed; the middleware's eviction pass pops those parsed before its cutoff
 of a host idle since ``PARSER_IDLE`` seconds (at most ``POLITENESS_IDLE_TTL``):
 no start, no outcome, no next start or Retry-After ahead, no Crawl-delay, not
 dead or parked (a host with a compact verdict keeps it; one the host table
-forgot loses it). Sooner than the host's own state: the parser is the largest
-thing a host leaves behind, and a host crawled at all is touched far more often.
+forgot loses it), and no request of it waiting in the scheduler queue (a page
+that waited there longer than a minute after its robots.txt would fetch it
+again). Sooner than the host's own state: the parser is the largest thing a
+host leaves behind, and a host crawled at all is touched far more often.
 A host kept, or whose robots.txt is being fetched, is looked at again later. A
 host that comes back has its robots.txt fetched again by the middleware, as at
 its first visit, and its Crawl-delay learnt from it again (``signals.robots_parsed``).
@@ -19,7 +21,7 @@ its first visit, and its Crawl-delay learnt from it again (``signals.robots_pars
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.httpobj import urlparse_cached
@@ -52,6 +54,7 @@ class RobotsParsers:
         self._map: dict[str, Any] | None = None
         self._looked_up = False
         self.dropped = 0  # parsers dropped so far (a stat)
+        self.queues: list[Container[str]] = []  # host keys with requests in the scheduler queue
 
     def parsed(self, request: Request, **kwargs: Any) -> None:
         """``robots_parsed``: ``request``'s netloc has a parser now."""
@@ -89,6 +92,8 @@ class RobotsParsers:
 
     def _in_use(self, key: str, cutoff: float) -> bool:
         """Whether ``key``'s host was used after ``cutoff`` or must be remembered."""
+        if any(key in queued for queued in self.queues):
+            return True
         state = self.hosts.whole(key)
         if state is None:
             return key in self.hosts  # a compact verdict (dead, Crawl-delay, parked)
