@@ -41,7 +41,8 @@ class JobdirRow:
     repeated: int  # page fetches beyond the first of their URL
     expected: int
     violations: tuple[int, int]  # host / IP, over both runs
-    nofile: int = NOFILE  # the crawl's open-file limit (another: not resumed)
+    nofile: int = NOFILE  # the crawl's open-file limit
+    resumed: bool = True  # whether ``resumed`` ran
 
 
 def _count(root: Path) -> tuple[int, int]:
@@ -54,9 +55,10 @@ def _count(root: Path) -> tuple[int, int]:
 
 def run_jobdir(spec: BroadSpec, *, nginx: NginxCatchAll, dns: Dnsmasq, configs: tuple[str, ...],
                workdir: Path, stop_after: float, stock_delay: float,
-               stock_nofile: int | None = None) -> list[JobdirRow]:
+               stock_nofile: int | None = None, resume: bool = True) -> list[JobdirRow]:
     """``stock_nofile``: stock's open-file limit instead of 1,024 (so that it crawls until
-    stopped, like the plugin: a like-for-like peak RSS); stock is then not resumed."""
+    stopped, like the plugin: a like-for-like peak RSS); stock is then not resumed.
+    ``resume`` False: no crawl is resumed (the first runs only)."""
     rows = []
     for config in configs:
         nginx.reset_log()
@@ -73,10 +75,10 @@ def run_jobdir(spec: BroadSpec, *, nginx: NginxCatchAll, dns: Dnsmasq, configs: 
         files, dirs = _count(jobdir)
         progress(f"  stopped: {pages_first} pages, {files} files in {dirs} directories, "
                  f"closed {first.close_seconds or 0:.1f} s after the signal; resuming")
-        if nofile != NOFILE:  # not the judged set-up: the first run is what is compared
+        if nofile != NOFILE or not resume:  # the first run is what is compared
             rows.append(JobdirRow(config, first, ChildRun(False, {}, 0.0, 0), pages_first,
                                   files, dirs, -1, -1, spec.hosts * PAGES,
-                                  _violations(nginx), nofile))
+                                  _violations(nginx), nofile, resumed=False))
             continue
         resumed = run_child(job, workdir / f"jobdir-{config}" / "resumed", dns=dns.address)
         shutil.copyfile(nginx.access_log, workdir / f"jobdir-{config}" / "access.log")
@@ -109,9 +111,9 @@ def jobdir_table(rows: list[JobdirRow]) -> list[str]:
         close = r.first.close_seconds
         errors = r.first.log.count("Too many open files") + r.resumed.log.count(
             "Too many open files")
-        resumed = r.nofile == NOFILE
+        resumed = r.resumed
         lines.append(
-            f"| {r.config}{'' if resumed else f' (ulimit -n {r.nofile})'} | "
+            f"| {r.config}{'' if r.nofile == NOFILE else f' (ulimit -n {r.nofile})'} | "
             f"{r.expected // PAGES} x {PAGES} | {_end(r.first)} | "
             f"{r.pages_first} | {r.first.peak_rss_kb / MIB:.0f} | {r.files} / {r.dirs} | "
             f"{'-' if close is None else format(close, '.1f')} | {errors} | "
