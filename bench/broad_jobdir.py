@@ -42,7 +42,7 @@ class JobdirRow:
     expected: int
     violations: tuple[int, int]  # host / IP, over both runs
     nofile: int = NOFILE  # the crawl's open-file limit
-    resumed: bool = True  # whether ``resumed`` ran
+    was_resumed: bool = True  # whether ``resumed`` ran
 
 
 def _count(root: Path) -> tuple[int, int]:
@@ -78,7 +78,7 @@ def run_jobdir(spec: BroadSpec, *, nginx: NginxCatchAll, dns: Dnsmasq, configs: 
         if nofile != NOFILE or not resume:  # the first run is what is compared
             rows.append(JobdirRow(config, first, ChildRun(False, {}, 0.0, 0), pages_first,
                                   files, dirs, -1, -1, spec.hosts * PAGES,
-                                  _violations(nginx), nofile, resumed=False))
+                                  _violations(nginx), nofile, was_resumed=False))
             continue
         resumed = run_child(job, workdir / f"jobdir-{config}" / "resumed", dns=dns.address)
         shutil.copyfile(nginx.access_log, workdir / f"jobdir-{config}" / "access.log")
@@ -111,7 +111,7 @@ def jobdir_table(rows: list[JobdirRow]) -> list[str]:
         close = r.first.close_seconds
         errors = r.first.log.count("Too many open files") + r.resumed.log.count(
             "Too many open files")
-        resumed = r.resumed
+        resumed = r.was_resumed
         lines.append(
             f"| {r.config}{'' if r.nofile == NOFILE else f' (ulimit -n {r.nofile})'} | "
             f"{r.expected // PAGES} x {PAGES} | {_end(r.first)} | "
