@@ -4,20 +4,22 @@ Scrapy closes a spider while requests still wait in the gate; nothing wakes
 those waiters but a timer, so the periodic tick notices the engine closing and drops
 them at once (a prompt close). The same tick feeds the live log line and,
 now and then, evicts the state of hosts, IPs and names idle for longer than
-``POLITENESS_IDLE_TTL``, and the robots middleware's parsers of hosts idle a
-minute, so a broad crawl's memory follows its working set.
+``POLITENESS_IDLE_TTL``, the robots middleware's parsers of hosts idle a
+minute and Scrapy's download slots idle for ``SLOT_IDLE``, so a broad crawl's
+memory follows its working set.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 from scrapy import signals
 
 from scrapy_politeness.downloader.robots_parsers import PARSER_IDLE, RobotsParsers
 from scrapy_politeness.downloader.signal_hub import SignalHub
-from scrapy_politeness.scrapy_internals import engine_closing
+from scrapy_politeness.scrapy_internals import drop_idle_slots, engine_closing
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,6 +39,9 @@ __all__ = ["PeriodicTasks"]
 
 EVERY = 0.25
 """Seconds between two ticks."""
+SLOT_IDLE = 10.0
+"""Seconds after its last transfer a Scrapy download slot is forgotten at the eviction
+pass (Scrapy's own collection: 60 s, once a minute)."""
 
 
 class PeriodicTasks:
@@ -96,6 +101,9 @@ class PeriodicTasks:
         if self.robots.evict(now, now - min(PARSER_IDLE, self.settings.idle_ttl)):
             self.crawler.stats.set_value("politeness/robots/parsers_dropped",
                                          self.robots.dropped)
+        slots = drop_idle_slots(self.crawler, time.monotonic() - SLOT_IDLE)
+        if slots:
+            self.crawler.stats.inc_value("politeness/download_slots_dropped", slots)
         if self.suspended is not None:
             self.suspended.prune(cutoff)
         self.dropped.prune(now)
