@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 from scrapy.core.downloader import Slot
 
-from scrapy_politeness.scrapy_internals import drop_idle_slots
+from scrapy_politeness.downloader.scrapy_maps import drop_idle_slots
 
 
 def _crawler(slots: dict[str, Slot]) -> SimpleNamespace:

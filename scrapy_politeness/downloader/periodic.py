@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 from scrapy import signals
 
 from scrapy_politeness.downloader.robots_parsers import PARSER_IDLE, RobotsParsers
+from scrapy_politeness.downloader.scrapy_maps import drop_idle_slots
 from scrapy_politeness.downloader.signal_hub import SignalHub
-from scrapy_politeness.scrapy_internals import drop_idle_slots, engine_closing
+from scrapy_politeness.scrapy_internals import engine_closing
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.httpobj import urlparse_cached
 
+from scrapy_politeness.downloader.scrapy_maps import robots_parsers
 from scrapy_politeness.policy.idle_maps import refit
-from scrapy_politeness.scrapy_internals import robots_parsers
 
 if TYPE_CHECKING:
     from scrapy import Request
