@@ -212,6 +212,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                              "in the crawl (result.json's 'timeline'; costs a little)")
     parser.add_argument("--stop-after", type=float, default=60.0,
                         help="jobdir: SIGINT this many seconds after the first request")
+    parser.add_argument("--jobdir-stock-nofile", type=int,
+                        help="jobdir: stock's open-file limit instead of 1,024, not resumed "
+                             "(a like-for-like peak RSS: stock crawls until stopped too)")
+    parser.add_argument("--jobdir-first-only", action="store_true",
+                        help="jobdir: stop and count, resume nothing")
     parser.add_argument("--stock-stop-after", type=float,
                         help="once/together/twice: SIGINT stock's crawl this many seconds after "
                              "its start list is in (default: crawl to the end)")
@@ -244,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
             if name == "jobdir":
                 jobdir_lines = jobdir_table(run_jobdir(
                     spec, nginx=nginx, dns=dns, configs=configs, workdir=Path(tmp),
-                    stop_after=args.stop_after, stock_delay=args.stock_delay))
+                    stop_after=args.stop_after, stock_delay=args.stock_delay,
+                    stock_nofile=args.jobdir_stock_nofile, resume=not args.jobdir_first_only))
                 continue
             pages = SCENARIOS[name][1] or args.pages
             rows += run_scenario(name, spec, pages, nginx=nginx, dns=dns, configs=configs,

@@ -11,11 +11,17 @@ it) and ``out``. The start list is yielded lazily, one request at a time. Instan
 are ``time.time()`` so that they compare with nginx's ``$msec``.
 
 With ``BENCH_BROAD_PROFILE=DIR``, cProfile in the crawl's first and last fifth
-(:mod:`bench.broad_profile`). With ``BENCH_BROAD_TRACEMALLOC=DIR`` in the
-environment the crawl traces its allocations (``tracemalloc``, 6 frames; slow:
-for profiling, not for figures) and writes the top allocation sites, by the
-innermost source line and by the plugin's or Scrapy's own line that made them,
-to ``DIR/start_done.txt`` (start list in) and ``DIR/closed.txt`` (spider closed).
+(:mod:`bench.broad_profile`). With ``BENCH_BROAD_TRACEMALLOC=DIR`` in the environment the crawl traces its
+allocations (``tracemalloc``, 6 frames; slow: for profiling, not for figures)
+and writes the top allocation sites, by the innermost source line and by the
+plugin's or Scrapy's own line that made them, to ``DIR/start_done.txt`` (start
+list in) and ``DIR/closed.txt`` (spider closed), with the raw snapshot beside
+(``.snap``, for ``tracemalloc.Snapshot.load``: diff two of them) and the
+interpreter's own allocator figures (``sys._debugmallocstats``: how much of
+pymalloc's arenas is in used blocks; RSS beyond that is fragmentation or C-level
+memory). ``BENCH_BROAD_TRACEMALLOC_AT=N[,M]`` adds a dump (``responses_N``) once
+N responses came; ``BENCH_BROAD_TRACEMALLOC_FRAMES=0`` writes the allocator's
+figures only (no tracing: the crawl runs at its usual speed).
 """
 
 from __future__ import annotations
@@ -62,7 +68,10 @@ def _own_frame(trace: tracemalloc.Trace) -> str:
 def dump_allocations(name: str, top: int = 40) -> None:
     """Write the top allocation sites to ``$BENCH_BROAD_TRACEMALLOC/<name>.txt``."""
     where = os.environ.get(TRACE_ENV)
-    if not where or not tracemalloc.is_tracing():
+    if not where:
+        return
+    if not tracemalloc.is_tracing():  # BENCH_BROAD_TRACEMALLOC_FRAMES=0: the allocator's only
+        _malloc_stats(os.path.join(where, f"{name}.malloc"))
         return
     snapshot = tracemalloc.take_snapshot()
     total = sum(s.size for s in snapshot.statistics("filename"))
@@ -79,6 +88,57 @@ def dump_allocations(name: str, top: int = 40) -> None:
         lines.append(f"{stat.size / 2**20:8.2f} MiB {stat.count:9d} blocks  {stat.traceback[0]}")
     with open(os.path.join(where, f"{name}.txt"), "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
+    snapshot.dump(os.path.join(where, f"{name}.snap"))
+    _malloc_stats(os.path.join(where, f"{name}.malloc"))
+
+
+def _malloc_stats(path: str) -> None:
+    """``sys._debugmallocstats`` (it writes to C's stderr) and the RSS, into ``path``."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "w", encoding="utf-8") as fh:
+        objects = gc.get_objects()
+        fh.write(f"VmRSS {_rss_kb()} kB, gc objects {len(objects)}\n")
+        census: dict[str, int] = {}
+        for obj in objects:
+            name = type(obj).__qualname__
+            census[name] = census.get(name, 0) + 1
+        del objects
+        for name, count in sorted(census.items(), key=lambda kv: -kv[1])[:40]:
+            fh.write(f"{count:9d} {name}\n")
+        fh.flush()
+        os.dup2(fh.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _dumps_at(crawler: Any) -> None:
+    """Dump the allocations once the response counts in ``$BENCH_BROAD_TRACEMALLOC_AT`` came."""
+    from twisted.internet import task
+
+    marks = sorted(int(n) for n in os.environ.get(TRACE_ENV + "_AT", "").split(",") if n)
+
+    def check() -> None:
+        count = crawler.stats.get_value("response_received_count", 0)
+        while marks and count >= marks[0]:
+            dump_allocations(f"responses_{marks.pop(0)}")
+        if not marks and loop.running:
+            loop.stop()
+
+    loop = task.LoopingCall(check)
+    if marks:
+        loop.start(1.0)
 
 
 def start_urls(spec: BroadSpec, port: int, order: str, pages: int) -> Any:
@@ -181,8 +241,9 @@ def main(path: str) -> None:
     if job.get("nofile"):
         _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (job["nofile"], hard))
-    if os.environ.get(TRACE_ENV):
-        tracemalloc.start(6)
+    frames = int(os.environ.get(TRACE_ENV + "_FRAMES", "6"))
+    if os.environ.get(TRACE_ENV) and frames:
+        tracemalloc.start(frames)
     marks: dict[str, float] = {"launch": time.time()}
     process = CrawlerProcess({**BASE_SETTINGS, **job["settings"]})
     crawler = process.create_crawler(BroadSpider)
@@ -193,6 +254,8 @@ def main(path: str) -> None:
         marks["engine_started"], marks["engine_started_cpu"] = time.time(), time.process_time()
         if timeline is not None:
             timeline.start()
+        if os.environ.get(TRACE_ENV):
+            _dumps_at(crawler)
 
     def idle() -> None:
         """Keep the spider open until no response came for ``idle_for`` seconds."""

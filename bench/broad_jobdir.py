@@ -41,6 +41,8 @@ class JobdirRow:
     repeated: int  # page fetches beyond the first of their URL
     expected: int
     violations: tuple[int, int]  # host / IP, over both runs
+    nofile: int = NOFILE  # the crawl's open-file limit
+    was_resumed: bool = True  # whether ``resumed`` ran
 
 
 def _count(root: Path) -> tuple[int, int]:
@@ -52,22 +54,32 @@ def _count(root: Path) -> tuple[int, int]:
 
 
 def run_jobdir(spec: BroadSpec, *, nginx: NginxCatchAll, dns: Dnsmasq, configs: tuple[str, ...],
-               workdir: Path, stop_after: float, stock_delay: float) -> list[JobdirRow]:
+               workdir: Path, stop_after: float, stock_delay: float,
+               stock_nofile: int | None = None, resume: bool = True) -> list[JobdirRow]:
+    """``stock_nofile``: stock's open-file limit instead of 1,024 (so that it crawls until
+    stopped, like the plugin: a like-for-like peak RSS); stock is then not resumed.
+    ``resume`` False: no crawl is resumed (the first runs only)."""
     rows = []
     for config in configs:
         nginx.reset_log()
         jobdir = workdir / f"jobdir-{config}" / "state"
+        nofile = stock_nofile if config == "stock" and stock_nofile else NOFILE
         job = {"hosts": spec.hosts, "ips": spec.ips, "port": nginx.port, "order": "page-major",
-               "pages": PAGES, "idle": 0.0, "nofile": NOFILE,
+               "pages": PAGES, "idle": 0.0, "nofile": nofile,
                "settings": {**settings_for(config, dns, stock_delay), "JOBDIR": str(jobdir)}}
         progress(f"broad jobdir: {config}, {spec.hosts} hosts x (robots.txt + {PAGES} pages), "
-                 f"ulimit -n {NOFILE}, SIGINT after {stop_after:.0f} s")
+                 f"ulimit -n {nofile}, SIGINT after {stop_after:.0f} s")
         first = run_child(job, workdir / f"jobdir-{config}" / "first", dns=dns.address,
                           stop_after=stop_after, crawling=nginx.crawled)
         pages_first = traffic(nginx.log()).pages
         files, dirs = _count(jobdir)
         progress(f"  stopped: {pages_first} pages, {files} files in {dirs} directories, "
                  f"closed {first.close_seconds or 0:.1f} s after the signal; resuming")
+        if nofile != NOFILE or not resume:  # the first run is what is compared
+            rows.append(JobdirRow(config, first, ChildRun(False, {}, 0.0, 0), pages_first,
+                                  files, dirs, -1, -1, spec.hosts * PAGES,
+                                  _violations(nginx), nofile, was_resumed=False))
+            continue
         resumed = run_child(job, workdir / f"jobdir-{config}" / "resumed", dns=dns.address)
         shutil.copyfile(nginx.access_log, workdir / f"jobdir-{config}" / "access.log")
         log = nginx.log()
@@ -78,6 +90,11 @@ def run_jobdir(spec: BroadSpec, *, nginx: NginxCatchAll, dns: Dnsmasq, configs: 
                               spec.hosts * PAGES - len(fetched), both.repeated,
                               spec.hosts * PAGES, (both.host_viol, both.ip_viol)))
     return rows
+
+
+def _violations(nginx: NginxCatchAll) -> tuple[int, int]:
+    seen = traffic(nginx.log())
+    return seen.host_viol, seen.ip_viol
 
 
 def _end(run: ChildRun) -> str:
@@ -94,9 +111,12 @@ def jobdir_table(rows: list[JobdirRow]) -> list[str]:
         close = r.first.close_seconds
         errors = r.first.log.count("Too many open files") + r.resumed.log.count(
             "Too many open files")
+        resumed = r.was_resumed
         lines.append(
-            f"| {r.config} | {r.expected // PAGES} x {PAGES} | {_end(r.first)} | "
+            f"| {r.config}{'' if r.nofile == NOFILE else f' (ulimit -n {r.nofile})'} | "
+            f"{r.expected // PAGES} x {PAGES} | {_end(r.first)} | "
             f"{r.pages_first} | {r.first.peak_rss_kb / MIB:.0f} | {r.files} / {r.dirs} | "
-            f"{'-' if close is None else format(close, '.1f')} | {errors} | {_end(r.resumed)} | "
-            f"{r.missing} | {r.repeated} | {r.violations[0]} / {r.violations[1]} |")
+            f"{'-' if close is None else format(close, '.1f')} | {errors} | "
+            f"{_end(r.resumed) if resumed else '-'} | {r.missing if resumed else '-'} | "
+            f"{r.repeated if resumed else '-'} | {r.violations[0]} / {r.violations[1]} |")
     return lines

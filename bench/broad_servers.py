@@ -69,7 +69,9 @@ def _binary(name: str) -> str | None:
 
 
 def _free_port(ips: list[str], kind: int = socket.SOCK_STREAM) -> int:
-    """A port free on every address (the kernel picks one on the first)."""
+    """A port free on every address (the kernel picks one on the first). For UDP, free
+    for TCP too: dnsmasq listens on both, and a crawl running beside holds thousands of
+    loopback TCP ports (dnsmasq then failed with "Address already in use")."""
     for _ in range(50):
         with socket.socket(socket.AF_INET, kind) as s:
             s.bind((ips[0], 0))
@@ -78,6 +80,10 @@ def _free_port(ips: list[str], kind: int = socket.SOCK_STREAM) -> int:
             for ip in ips[1:]:
                 with socket.socket(socket.AF_INET, kind) as s:
                     s.bind((ip, port))
+            if kind == socket.SOCK_DGRAM:
+                for ip in ips:
+                    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                        s.bind((ip, port))
             return port
         except OSError:
             continue

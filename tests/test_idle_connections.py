@@ -142,3 +142,17 @@ def test_the_addon_bounds_http_and_https_unless_the_user_chose_a_handler() -> No
     handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
     assert handlers["http"].endswith("BoundedIdleHTTP11DownloadHandler")
     assert handlers["https"] == "my.Handler"
+
+
+def test_a_host_without_idle_connections_leaves_nothing_in_the_pool() -> None:
+    """Twisted keeps an empty list, with its key, for every host ever fetched."""
+    pool = _bounded_pool(1)
+    a, b = _Idle(), _Idle()
+    pool._putConnection("a", a)
+    pool.getConnection("a", None)  # taken again: a's list is empty
+    assert "a" not in pool._connections
+    pool._putConnection("a", a)
+    pool._putConnection("b", b)  # over the budget: a closes
+    assert list(pool._connections) == ["b"]
+    pool._reactor.advance(pool.cachedConnectionTimeout)  # b's own 240 s close
+    assert pool._connections == {}

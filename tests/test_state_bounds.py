@@ -216,3 +216,28 @@ def test_a_forgotten_crawl_delay_is_read_again_from_robots_txt(policy: str, dela
     if parked:
         with pytest.raises(IgnoreRequest):
             mw.dropped.check("slow.test", 1e6)
+
+
+def test_the_eviction_pass_drops_the_robots_parsers_of_idle_hosts() -> None:
+    """Wired as in a crawl: ``robots_parsed`` records the netloc, the middleware's
+    eviction pass drops the parser of a host idle a minute from Scrapy's map and
+    keeps that of a host whose Crawl-delay it must still honour."""
+    from scrapy import Request, signals
+
+    mw = _mw(ROBOTSTXT_OBEY=True)
+    robots = _Robots("User-agent: *\nCrawl-delay: 7\n")
+    plain = _Robots("User-agent: *\nDisallow:\n")
+    parsers: dict[str, Any] = {"slow.test": robots.parser, "plain.test:8080": plain.parser}
+    mw.periodic.robots._map, mw.periodic.robots._looked_up = parsers, True
+    for url, parser in (("http://slow.test/", robots.parser),
+                        ("http://plain.test:8080/", plain.parser)):
+        mw.crawler.signals.send_catch_log(signals.robots_parsed, robotparser=parser,
+                                          request=Request(url))
+    assert mw.hosts.whole("slow.test") is not None  # its Crawl-delay learnt
+    assert mw.hosts.get("slow.test").crawl_delay == 7.0
+    mw.hosts.get("plain.test")
+    mw.hosts.touch("plain.test", 0.0)  # a state, idle since 0 (kept: POLITENESS_IDLE_TTL)
+    mw.periodic.evict(100.0)
+    assert mw.hosts.whole("plain.test") is not None
+    assert list(parsers) == ["slow.test"]
+    assert mw.stats.get_value("politeness/robots/parsers_dropped") == 1

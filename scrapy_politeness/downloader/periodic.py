@@ -4,14 +4,22 @@ Scrapy closes a spider while requests still wait in the gate; nothing wakes
 those waiters but a timer, so the periodic tick notices the engine closing and drops
 them at once (a prompt close). The same tick feeds the live log line and,
 now and then, evicts the state of hosts, IPs and names idle for longer than
-``POLITENESS_IDLE_TTL`` so a broad crawl's memory follows its working set.
+``POLITENESS_IDLE_TTL``, the robots middleware's parsers of hosts idle a
+minute and Scrapy's download slots idle for ``SLOT_IDLE``, so a broad crawl's
+memory follows its working set.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
+from scrapy import signals
+
+from scrapy_politeness.downloader.robots_parsers import PARSER_IDLE, RobotsParsers
+from scrapy_politeness.downloader.scrapy_maps import drop_idle_slots
+from scrapy_politeness.downloader.signal_hub import SignalHub
 from scrapy_politeness.scrapy_internals import engine_closing
 
 if TYPE_CHECKING:
@@ -32,6 +40,9 @@ __all__ = ["PeriodicTasks"]
 
 EVERY = 0.25
 """Seconds between two ticks."""
+SLOT_IDLE = 10.0
+"""Seconds after its last transfer a Scrapy download slot is forgotten at the eviction
+pass (Scrapy's own collection: 60 s, once a minute)."""
 
 
 class PeriodicTasks:
@@ -53,6 +64,11 @@ class PeriodicTasks:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._last_evict = 0.0
+        self.robots = RobotsParsers(crawler, hosts, keys, self._now)
+        SignalHub.of(crawler).on(signals.robots_parsed, self.robots.parsed)
+
+    def _now(self) -> float:
+        return self._loop.time() if self._loop is not None else 0.0
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -83,6 +99,12 @@ class PeriodicTasks:
         """Forget what has been idle longer than ``POLITENESS_IDLE_TTL``."""
         cutoff = now - self.settings.idle_ttl
         self.hosts.evict(cutoff)
+        if self.robots.evict(now, now - min(PARSER_IDLE, self.settings.idle_ttl)):
+            self.crawler.stats.set_value("politeness/robots/parsers_dropped",
+                                         self.robots.dropped)
+        slots = drop_idle_slots(self.crawler, time.monotonic() - SLOT_IDLE)
+        if slots:
+            self.crawler.stats.inc_value("politeness/download_slots_dropped", slots)
         if self.suspended is not None:
             self.suspended.prune(cutoff)
         self.dropped.prune(now)

@@ -97,6 +97,7 @@ class PolitenessAwarePriorityQueue:
             self._robots.pace(self._looked_up)
         if self._mw is not None:
             self._mw.add_listener(self._retime)
+            self._mw.periodic.robots.queues.append(self._index.hosts)  # its parser is kept
             self._waits = SchedulerWaits(self._index, self._mw.hosts)
             self._mw.observer.watch(self._waits)
             self._lookups = QueueLookups(self._mw.dns, self._mw.settings.dns_concurrency,
