@@ -12,7 +12,8 @@ are ``time.time()`` so that they compare with nginx's ``$msec``.
 
 With ``BENCH_BROAD_PROFILE=DIR``, cProfile in the crawl's first and last fifth
 (:mod:`bench.broad_profile`). With ``BENCH_BROAD_TRACEMALLOC=DIR`` in the
-environment the crawl traces its allocations (``tracemalloc``, 6 frames; slow: for profiling, not for figures)
+environment the crawl traces its allocations (``tracemalloc``, 6 frames; slow:
+for profiling, not for figures)
 and writes the top allocation sites, by the innermost source line and by the
 plugin's or Scrapy's own line that made them, to ``DIR/start_done.txt`` (start
 list in) and ``DIR/closed.txt`` (spider closed), with the raw snapshot beside
