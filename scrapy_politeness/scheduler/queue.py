@@ -87,8 +87,7 @@ class PolitenessAwarePriorityQueue:
         self._handed = handed_out_for(crawler)
         self._handed.add_queue(self)
         self._index = HostHeap()
-        self._tick = 0.0  # the round-robin clock when there is no middleware
-        self._len = 0
+        self._tick, self._len = 0.0, 0  # _tick: the round-robin clock with no middleware
         self._waker = Waker(crawler, None if self._mw is None else self._woke)
         self._waits: SchedulerWaits | None = None
         self._lookups: QueueLookups | None = None
