@@ -19,6 +19,16 @@ from scrapy_politeness.policy import Gate, Release
 EPS = 1e-9
 
 
+def run_at_once(coro: Any) -> Any:
+    """The value of a coroutine that never suspends (no real loop under a fake
+    clock); AssertionError if it waited."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    raise AssertionError("it waited on the real loop")
+
+
 class Clock:
     """A clock that moves only when a test sets ``now``; call it for the time."""
 

@@ -9,10 +9,10 @@ whose sleep until its booked start resumes late is late the same way.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
 from typing import Any
 
 import pytest
+from fakeclock import run_at_once
 
 from scrapy_politeness.distributed import booking as booking_module
 from scrapy_politeness.distributed.booking import (
@@ -24,15 +24,6 @@ from scrapy_politeness.distributed.booking import (
 from scrapy_politeness.policy import Config, HostState, Release
 
 LAG, RTT, MARGIN = 0.001, 0.002, 0.01
-
-
-def run(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Run a coroutine that never waits on a real loop (the clock is faked)."""
-    try:
-        coro.send(None)
-    except StopIteration as stop:
-        return stop.value
-    raise AssertionError("it waited on the real loop")
 
 
 class Clock:
@@ -78,7 +69,7 @@ def _late(trips: list[float]) -> tuple[Release[Any] | None, Shared, Stats]:
     shared = Shared(clock, trips)
     booking = Booking(at=clock.t - 0.03, booked_slip=0.005, server_at=5000.0 + clock.t - 0.03)
     at_booked = Release(None, "a.test", "127.0.0.2", 0.3, clock.t)
-    out = run(put_late_in_force(booking, at_booked, HostState(Config(), 0.3),
+    out = run_at_once(put_late_in_force(booking, at_booked, HostState(Config(), 0.3),
                                 shared=shared, stats=stats,  # type: ignore[arg-type]
                                 loop=clock))  # type: ignore[arg-type]
     return out, shared, stats
@@ -128,7 +119,7 @@ def _on_time(monkeypatch: pytest.MonkeyPatch, late: float) -> tuple[Release[Any]
     monkeypatch.setattr(booking_module.asyncio, "sleep", sleep)
     booking = Booking(at=loop.t + 0.001, booked_slip=0.005, server_at=5000.0)
     release = Release(None, "a.test", "127.0.0.2", 0.3, loop.t)
-    out = run(start_as_booked(booking, release, loop,  # type: ignore[arg-type]
+    out = run_at_once(start_as_booked(booking, release, loop,  # type: ignore[arg-type]
                               shared=True, margin=MARGIN, late_ok=0.125,
                               stats=stats))  # type: ignore[arg-type]
     return out, stats

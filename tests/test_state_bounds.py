@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from fakeclock import Clock
+from fakeclock import Clock, run_at_once
 from twisted.internet.defer import Deferred
 
 from scrapy_politeness.dns.cache import DnsCache
@@ -158,15 +158,6 @@ def test_the_eviction_pass_forgets_suspensions_of_hosts_with_nothing_waiting() -
     assert mw.stats.get_value("politeness/suspensions_expired") == 1
 
 
-def _at_once(coro: Any) -> Any:
-    """The value of a coroutine that never suspends (the parser is already there)."""
-    try:
-        coro.send(None)
-    except StopIteration as stop:
-        return stop.value
-    raise AssertionError("it waited")
-
-
 class _Robots:
     """Scrapy's robots middleware as the relearning reads it: a parser per netloc."""
 
@@ -201,13 +192,13 @@ def test_a_forgotten_crawl_delay_is_read_again_from_robots_txt(policy: str, dela
     mw.hosts.touch("slow.test", 0.0)
     mw.hosts.evict(1e6)  # idle for long: state and record gone
     assert "slow.test" not in mw.hosts
-    assert not _at_once(mw.crawl_delays.relearn(
+    assert not run_at_once(mw.crawl_delays.relearn(
         Request("http://slow.test/robots.txt", meta={"dont_obey_robotstxt": True})))
     if parked:  # parked again: this request is dropped too
         with pytest.raises(IgnoreRequest, match="POLITENESS_MAX_CRAWL_DELAY"):
-            _at_once(mw.crawl_delays.relearn(request))
+            run_at_once(mw.crawl_delays.relearn(request))
     else:
-        assert _at_once(mw.crawl_delays.relearn(request))
+        assert run_at_once(mw.crawl_delays.relearn(request))
     assert robots.asked == 1
     state = mw.hosts.get("slow.test")
     assert state.crawl_delay == delay
