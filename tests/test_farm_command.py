@@ -42,9 +42,22 @@ def test_farm_command_serves_the_urls_it_prints(tmp_path: Path) -> None:
         try:
             _check(proc, spider)
         finally:
-            proc.send_signal(signal.SIGINT)
-            _, err = proc.communicate(timeout=10)
+            err = _interrupt(proc)
     assert proc.returncode == 0, err
+
+
+def _interrupt(proc: subprocess.Popen[str]) -> str:
+    """Ctrl-C the command; kill it (and fail) if it is still there 10 s later, so that
+    the test never waits forever (a shell's background job inherits SIGINT ignored)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        return proc.communicate(timeout=10)[1]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        err = proc.communicate()[1]
+        ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        raise AssertionError(f"the farm command did not stop on SIGINT (ignored here: "
+                             f"{ignored}): {err[-2000:]}") from None
 
 
 def _check(proc: subprocess.Popen[str], spider: Path) -> None:
