@@ -9,6 +9,8 @@ request. A request that reached the server long after its release is what a
 gap the gate kept can shrink by.
 
     python -m bench.gap_paths TRACE.jsonl ACCESS.log [--floor 0.25] [--tol 0.015]
+
+With ``-`` for the trace, the log alone: the gaps and the silences before them.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def main() -> None:
     ap.add_argument("--tol", type=float, default=0.015)
     ap.add_argument("--top", type=int, default=15)
     args = ap.parse_args()
-    wall0, sent = load_trace(args.trace)
+    wall0, sent = load_trace(args.trace) if args.trace != "-" else (0.0, {})
     rows = []  # (msec, host, ip, uri, release wall)
     with open(args.log, encoding="utf-8") as fh:
         for line in fh:
