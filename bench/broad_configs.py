@@ -11,6 +11,7 @@ Scrapy still reaches dnsmasq.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from .broad_servers import Dnsmasq
@@ -27,6 +28,9 @@ def settings_for(config: str, dns: Dnsmasq, stock_delay: float) -> dict[str, Any
     if config == "plugin":
         settings.update(ADDONS=ADDON, POLITENESS_DNS_NAMESERVERS=[dns.address],
                         POLITENESS_DNS_HOSTS_FILE="")
+        if os.environ.get("BENCH_BROAD_TRACE"):  # the decision trace (bench.gap_paths)
+            settings.update(POLITENESS_TRACE=os.environ["BENCH_BROAD_TRACE"],
+                            POLITENESS_TRACE_BUFFER=10_000_000)
     elif config == "stock":
         settings.update(DOWNLOAD_DELAY=stock_delay)
     else:
