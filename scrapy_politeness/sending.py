@@ -83,7 +83,8 @@ class Sender:
         if booking is not None:  # that booking is the shared spend; a late send moves it first
             at_booked = await start_as_booked(
                 booking, release, loop, shared=shared is not None, margin=self.margin,
-                stats=self.stats, late_ok=late_allowance(
+                stats=self.stats, sleeps=None if shared is None else shared.sleeps,
+                late_ok=late_allowance(
                     state, None if bucket is None else self.ips.spacing(bucket, state.ip_clamped)))
         # When the waiter resumed: its spend moves to the estimated send (SendSlip).
         resumed = (loop.time() if waited_in_gate else submitted

@@ -9,10 +9,13 @@ whose sleep until its booked start resumes late is late the same way.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+import pytest_twisted
 from fakeclock import run_at_once
+from twisted.internet.defer import Deferred
 
 from scrapy_politeness.distributed import booking as booking_module
 from scrapy_politeness.distributed.booking import (
@@ -135,3 +138,24 @@ def test_a_sleep_that_resumes_late_goes_as_a_late_start(monkeypatch: pytest.Monk
     out, stats = _on_time(monkeypatch, 0.6)  # 600 ms late (seen as a fleet starts): afresh
     assert out is None
     assert stats.values == {"politeness/frontier/rebooked": 1}
+
+
+@pytest_twisted.ensureDeferred
+async def test_the_close_ends_a_sleep_towards_a_booked_start() -> None:
+    """With the shared backend's sleeps, a request asleep towards its booked start
+    (10 s away) leaves with IgnoreRequest as soon as the crawl's close drops them."""
+    from scrapy.exceptions import IgnoreRequest
+
+    from scrapy_politeness.distributed.sleeps import Sleeps
+
+    loop = asyncio.get_running_loop()
+    sleeps = Sleeps()
+    booking = Booking(at=loop.time() + 10.0, booked_slip=0.005, server_at=5000.0)
+    release = Release(None, "a.test", "127.0.0.2", 0.3, loop.time())
+    loop.call_soon(sleeps.drop, "shutdown")
+    asleep = asyncio.ensure_future(asyncio.wait_for(start_as_booked(
+        booking, release, loop, shared=True, margin=MARGIN, late_ok=0.125,
+        stats=Stats(), sleeps=sleeps), 5.0))  # type: ignore[arg-type]
+    with pytest.raises(IgnoreRequest):
+        await Deferred.fromFuture(asleep)
+    assert len(sleeps) == 0

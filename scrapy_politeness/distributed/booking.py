@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.statscollectors import StatsCollector
 
+    from scrapy_politeness.distributed.sleeps import Sleeps
     from scrapy_politeness.distributed.sync import SharedSync
     from scrapy_politeness.policy import HostState
 
@@ -63,10 +64,12 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
 
 async def start_as_booked(booking: Booking, release: Release[Any],
                           loop: asyncio.AbstractEventLoop, *, shared: bool, margin: float,
-                          late_ok: float, stats: StatsCollector) -> Release[Any] | None:
+                          late_ok: float, stats: StatsCollector,
+                          sleeps: Sleeps | None = None) -> Release[Any] | None:
     """Sleep until the start the frontier booked; the release at that start (at
     now when it is up to ``late_ok`` late: the caller puts the real start in
-    force first), or None when it must be booked afresh.
+    force first), or None when it must be booked afresh. With ``sleeps`` (the
+    shared backend's) the crawl's close ends the sleep (``IgnoreRequest``).
 
     A request that reached the middleware well after its booked start (DNS, a
     busy loop) would crowd the next booking if sent now: with a shared backend
@@ -74,7 +77,8 @@ async def start_as_booked(booking: Booking, release: Release[Any],
     """
     now = loop.time()
     if booking.at > now:
-        await asyncio.sleep(booking.at - now)
+        await (asyncio.sleep(booking.at - now) if sleeps is None
+               else sleeps.sleep(loop, booking.at - now))
         now = loop.time()  # a busy loop resumes it late: as late as one that came late
     if shared and now > booking.at + margin:
         if now - booking.at > late_ok:
