@@ -42,7 +42,11 @@ def host_violations(arrivals: list[Any]) -> list[str]:
 def test_forty_sites_behind_two_edges_are_spaced_per_site(farm_factory: Any) -> None:
     """Every answer carries one CDN's edge headers (Cloudflare on one address,
     Fastly on the other): both addresses are edges after their second site's
-    answer, and the crawl takes about one host's time, not 220 x 0.25 s per address."""
+    answer, and the crawl finishes within twice one host's bound (10 x 0.25 s), not
+    in 220 x 0.25 s per address. A host's bound as this machine keeps it is
+    measured side by side: the same crawl with both addresses listed in
+    ``POLITENESS_IP_EXEMPT`` (the explicit override, spaced per site from the
+    start); a starved loop stretches both alike."""
     spec = forty_sites(lambda i: CLOUDFLARE if i % 2 == 0 else FASTLY)
     farm = farm_factory(spec)
     result = crawl(farm, spec)
@@ -54,9 +58,17 @@ def test_forty_sites_behind_two_edges_are_spaced_per_site(farm_factory: Any) -> 
     assert "127.0.0.3 is a Fastly edge (X-Served-By from 2 sites): spaced per site" in result.log
     assert "2 addresses recognised as CDN edges" in result.log
     # Held to the IP floor the crawl would take 219 x 0.25 s per address (~55 s); per
-    # site it takes about one host's 10 x 0.25 s (2.5 s; ~5 s measured on 2 busy cores).
+    # site it takes one host's bound, 10 x 0.25 s = 2.5 s, as the machine keeps it.
     span = max(a.t for a in arrivals) - min(a.t for a in arrivals)
-    assert span < 0.25 * (20 * (1 + PAGES) - 1) * INTERVAL, span
+    host_bound = PAGES * INTERVAL  # a site's root, then its 10 pages, one interval apart
+    farm.reset()
+    crawl(farm, spec, POLITENESS_IP_EXEMPT=[f"{ip}/32" for ip in EDGES])
+    exempt = farm.arrivals()
+    assert len(exempt) == 40 * (1 + PAGES)
+    per_site = max(a.t for a in exempt) - min(a.t for a in exempt)
+    print(f"\n40 sites on 2 edges: {span:.2f} s = {span / host_bound:.2f}x the host bound; "
+          f"exempt by the override: {per_site:.2f} s")
+    assert span <= max(host_bound, per_site) + host_bound, (span, per_site, host_bound)
     for ip, times in starts_by(arrivals, lambda a: a.ip).items():  # far more than 1 / 0.25 s
         assert max(sum(1 for u in times if t <= u < t + 1.0) for t in times) > 20, ip
 
