@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
 import resource
 import sys
@@ -232,6 +233,22 @@ class _Timeline:
         return self.rows
 
 
+class _EngineMarks(logging.Handler):
+    """Marks when the engine starts closing the spider and when it has closed it (its
+    INFO lines, whatever ``LOG_LEVEL``): the close's steps, from inside."""
+
+    def __init__(self, marks: dict[str, float]) -> None:
+        super().__init__(logging.INFO)
+        self.marks = marks
+        self.lines = {"Closing spider (%(reason)s)": "closing",
+                      "Spider closed (%(reason)s)": "spider_closed"}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        mark = self.lines.get(str(record.msg))
+        if mark is not None:
+            self.marks.setdefault(mark, record.created)
+
+
 def _plain(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
 
@@ -273,6 +290,9 @@ def main(path: str) -> None:
         marks["closed"], marks["closed_cpu"] = time.time(), time.process_time()
         dump_allocations("closed")
 
+    def stopped() -> None:
+        marks["engine_stopped"] = time.time()
+
     timeline = _Timeline(crawler) if job.get("timeline") else None
     expected = job["hosts"] * (job["pages"] + 1)  # robots.txt and the pages
     profile = WindowedProfile.from_env(crawler, expected)
@@ -282,8 +302,11 @@ def main(path: str) -> None:
     crawler.signals.connect(started, signal=signals.engine_started)
     crawler.signals.connect(idle, signal=signals.spider_idle)
     crawler.signals.connect(closed, signal=signals.spider_closed)
+    crawler.signals.connect(stopped, signal=signals.engine_stopped)
+    logging.getLogger("scrapy.core.engine").addHandler(_EngineMarks(marks))
     process.crawl(crawler, job=job, marks=marks)
     process.start()
+    marks["reactor_stopped"] = time.time()
     assert crawler.stats is not None
     result = {"stats": {k: _plain(v) for k, v in crawler.stats.get_stats().items()},
               "marks": marks,
@@ -291,6 +314,8 @@ def main(path: str) -> None:
               "timeline": timeline.close() if timeline is not None else None}
     with open(job["out"], "w", encoding="utf-8") as fh:
         json.dump(result, fh)
+    with open(job["out"] + ".done", "w", encoding="utf-8") as fh:
+        fh.write(repr(time.time()))  # after this: the interpreter's own exit
 
 
 if __name__ == "__main__":
