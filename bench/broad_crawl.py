@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import gc
 import json
-import logging
 import os
 import resource
 import sys
@@ -44,6 +43,7 @@ from scrapy.crawler import CrawlerProcess
 from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
 
+from .broad_marks import mark_close
 from .broad_profile import WindowedProfile
 from .broad_servers import BroadSpec
 
@@ -233,22 +233,6 @@ class _Timeline:
         return self.rows
 
 
-class _EngineMarks(logging.Handler):
-    """Marks when the engine starts closing the spider and when it has closed it (its
-    INFO lines, whatever ``LOG_LEVEL``): the close's steps, from inside."""
-
-    def __init__(self, marks: dict[str, float]) -> None:
-        super().__init__(logging.INFO)
-        self.marks = marks
-        self.lines = {"Closing spider (%(reason)s)": "closing",
-                      "Spider closed (%(reason)s)": "spider_closed"}
-
-    def emit(self, record: logging.LogRecord) -> None:
-        mark = self.lines.get(str(record.msg))
-        if mark is not None:
-            self.marks.setdefault(mark, record.created)
-
-
 def _plain(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
 
@@ -290,9 +274,6 @@ def main(path: str) -> None:
         marks["closed"], marks["closed_cpu"] = time.time(), time.process_time()
         dump_allocations("closed")
 
-    def stopped() -> None:
-        marks["engine_stopped"] = time.time()
-
     timeline = _Timeline(crawler) if job.get("timeline") else None
     expected = job["hosts"] * (job["pages"] + 1)  # robots.txt and the pages
     profile = WindowedProfile.from_env(crawler, expected)
@@ -302,8 +283,7 @@ def main(path: str) -> None:
     crawler.signals.connect(started, signal=signals.engine_started)
     crawler.signals.connect(idle, signal=signals.spider_idle)
     crawler.signals.connect(closed, signal=signals.spider_closed)
-    crawler.signals.connect(stopped, signal=signals.engine_stopped)
-    logging.getLogger("scrapy.core.engine").addHandler(_EngineMarks(marks))
+    mark_close(crawler, marks)
     process.crawl(crawler, job=job, marks=marks)
     process.start()
     marks["reactor_stopped"] = time.time()
