@@ -152,7 +152,7 @@ class RequestStore:
 
     def close(self) -> int:
         """Commit the tail, checkpoint the log into the file and close; the requests
-        stored. Two statements whatever the store holds (no pass over its rows)."""
+        stored. One statement (the COMMIT) whatever the store holds: no pass over its rows."""
         self._db.execute("COMMIT")
         self._db.close()  # the last connection: sqlite checkpoints and removes the log
         return self.stored
