@@ -43,6 +43,7 @@ from scrapy.crawler import CrawlerProcess
 from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
 
+from .broad_marks import mark_close
 from .broad_profile import WindowedProfile
 from .broad_servers import BroadSpec
 
@@ -282,8 +283,10 @@ def main(path: str) -> None:
     crawler.signals.connect(started, signal=signals.engine_started)
     crawler.signals.connect(idle, signal=signals.spider_idle)
     crawler.signals.connect(closed, signal=signals.spider_closed)
+    mark_close(crawler, marks)
     process.crawl(crawler, job=job, marks=marks)
     process.start()
+    marks["reactor_stopped"] = time.time()
     assert crawler.stats is not None
     result = {"stats": {k: _plain(v) for k, v in crawler.stats.get_stats().items()},
               "marks": marks,
@@ -291,6 +294,8 @@ def main(path: str) -> None:
               "timeline": timeline.close() if timeline is not None else None}
     with open(job["out"], "w", encoding="utf-8") as fh:
         json.dump(result, fh)
+    with open(job["out"] + ".done", "w", encoding="utf-8") as fh:
+        fh.write(repr(time.time()))  # after this: the interpreter's own exit
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from .broad_run import ChildRun, run_child
 from .broad_servers import BroadSpec, Dnsmasq, NginxCatchAll
 from .runner import progress
 
-__all__ = ["NOFILE", "PAGES", "JobdirRow", "jobdir_table", "run_jobdir"]
+__all__ = ["NOFILE", "PAGES", "JobdirRow", "close_steps", "jobdir_table", "run_jobdir"]
 
 NOFILE = 1024
 PAGES = 2
@@ -74,7 +74,8 @@ def run_jobdir(spec: BroadSpec, *, nginx: NginxCatchAll, dns: Dnsmasq, configs: 
         pages_first = traffic(nginx.log()).pages
         files, dirs = _count(jobdir)
         progress(f"  stopped: {pages_first} pages, {files} files in {dirs} directories, "
-                 f"closed {first.close_seconds or 0:.1f} s after the signal; resuming")
+                 f"closed {first.close_seconds or 0:.1f} s after the signal "
+                 f"({close_steps(first)}); resuming")
         if nofile != NOFILE or not resume:  # the first run is what is compared
             rows.append(JobdirRow(config, first, ChildRun(False, {}, 0.0, 0), pages_first,
                                   files, dirs, -1, -1, spec.hosts * PAGES,
@@ -95,6 +96,11 @@ def run_jobdir(spec: BroadSpec, *, nginx: NginxCatchAll, dns: Dnsmasq, configs: 
 def _violations(nginx: NginxCatchAll) -> tuple[int, int]:
     seen = traffic(nginx.log())
     return seen.host_viol, seen.ip_viol
+
+
+def close_steps(run: ChildRun) -> str:
+    """``signal 0.12 + spider 0.40 + ...``: the close's steps (:meth:`ChildRun.close_steps`)."""
+    return " + ".join(f"{name} {sec:.2f}" for name, sec in run.close_steps().items())
 
 
 def _end(run: ChildRun) -> str:

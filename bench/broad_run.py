@@ -38,11 +38,31 @@ class ChildRun:
     exit_code: int = 0
     stopped_at: float | None = None  # time.time() of the SIGINT
     exited_at: float = 0.0
+    done_at: float | None = None  # time.time() once the crawl's main() had written its result
 
     @property
     def close_seconds(self) -> float | None:
         """From the SIGINT to the process's exit."""
         return None if self.stopped_at is None else self.exited_at - self.stopped_at
+
+    def close_steps(self) -> dict[str, float]:
+        """Seconds each step of the close took, from the SIGINT to the exit: ``signal`` (to
+        the engine's "Closing spider"), ``spider`` (to "Spider closed": in-flight
+        downloads, the scheduler's close, ``spider_closed`` handlers), ``engine`` (to
+        ``engine_stopped``: the download handlers' close), ``reactor`` (to the reactor's
+        stop), ``result`` (the bench writing its result) and ``exit`` (the interpreter's
+        own teardown). Steps whose marks are missing are left out."""
+        marks = self.result.get("marks", {})
+        instants = [("signal", marks.get("closing")), ("spider", marks.get("spider_closed")),
+                    ("engine", marks.get("engine_stopped")),
+                    ("reactor", marks.get("reactor_stopped")), ("result", self.done_at),
+                    ("exit", self.exited_at)]
+        steps, last = {}, self.stopped_at
+        for name, at in instants:
+            if last is not None and at is not None:
+                steps[name] = at - last
+                last = at
+        return steps
 
 
 def _rss_kb(pid: int) -> int | None:
@@ -63,6 +83,7 @@ def run_child(job: dict[str, Any], workdir: Path, *, dns: str, stop_after: float
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "result.json"
     out.unlink(missing_ok=True)
+    Path(str(out) + ".done").unlink(missing_ok=True)
     job_file = workdir / "job.json"
     job_file.write_text(json.dumps({**job, "out": str(out)}), encoding="utf-8")
     env = dict(os.environ)
@@ -104,6 +125,8 @@ def run_child(job: dict[str, Any], workdir: Path, *, dns: str, stop_after: float
         proc.returncode = os.waitstatus_to_exitcode(status)
     log = log_path.read_text(encoding="utf-8", errors="replace")
     result = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    marker = Path(str(out) + ".done")
+    done_at = float(marker.read_text(encoding="utf-8")) if marker.exists() else None
     return ChildRun(proc.returncode == 0 and bool(result), result,
                     usage.ru_utime + usage.ru_stime, usage.ru_maxrss, samples, log,
-                    proc.returncode, stopped[0] if stopped else None, exited)
+                    proc.returncode, stopped[0] if stopped else None, exited, done_at)

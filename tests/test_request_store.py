@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +88,76 @@ def test_only_scrapys_pickle_disk_queues_go_to_the_store() -> None:
     assert disk_order(PickleFifoDiskQueue, None) == (False, None)
     assert disk_order(MarshalFifoDiskQueue, PickleFifoDiskQueue) is None
     assert disk_order(PickleFifoDiskQueue, MarshalFifoDiskQueue) is None
+
+
+def _close_statements(store: RequestStore) -> tuple[int, list[str]]:
+    """What the close returned and the SQL statements it ran (sqlite's trace)."""
+    ran: list[str] = []
+    store._db.set_trace_callback(ran.append)
+    return store.close(), ran
+
+
+@pytest.mark.parametrize("hosts", [3, 3_000])
+def test_the_close_commits_the_tail_and_counts_nothing_on_disk(tmp_path: Path,
+                                                               hosts: int) -> None:
+    """The close's work does not grow with what the store holds: one COMMIT of the
+    writes since the last batch, no statement over the rows (the count it returns is
+    kept in memory and matches the file's), whatever the number of hosts."""
+    store = RequestStore(str(tmp_path / "q"), None, False, None)
+    queues = [StoredHost(store, f"h{i}.test") for i in range(hosts)]
+    for i, queue in enumerate(queues):
+        queue.push(Request(f"http://h{i}.test/a"))
+        queue.push(Request(f"http://h{i}.test/b"))
+    for queue in queues[::3]:
+        assert queue.pop() is not None
+    stored, statements = _close_statements(store)
+    assert statements == ["COMMIT"]
+    assert stored == sum(len(q) for q in queues)
+    again = RequestStore(str(tmp_path / "q"), None, False, None)
+    assert sum(again.hosts().values()) == again.stored == stored
+    assert _close_statements(again) == (stored, ["COMMIT"])
+
+
+def test_the_writes_reach_the_file_as_the_crawl_goes(tmp_path: Path) -> None:
+    """Committed in batches and checkpointed by sqlite as they go: what the close has
+    left to write is a tail (the log stays under its checkpoint size), not the crawl."""
+    from scrapy_politeness.jobdir.request_store import CHECKPOINT_PAGES, COMMIT_EVERY
+
+    store = RequestStore(str(tmp_path / "q"), None, False, None)
+    body = "x" * 2_000  # ~2 KB a request: many log pages
+    for i in range(10 * COMMIT_EVERY):
+        StoredHost(store, f"h{i % 500}.test").push(Request(f"http://h{i % 500}.test/{i}/{body}"))
+    log = tmp_path / "q" / "queue.sqlite3-wal"
+    # a second connection sees the committed rows: all but the last, uncommitted batch
+    reader = sqlite3.connect(str(tmp_path / "q" / "queue.sqlite3"))
+    (committed,) = reader.execute("SELECT count(*) FROM requests").fetchone()
+    reader.close()
+    assert 10 * COMMIT_EVERY - committed < COMMIT_EVERY
+    # checkpointed as it went: the log was restarted, it holds less than the crawl wrote
+    wrote = (tmp_path / "q" / "queue.sqlite3").stat().st_size
+    assert wrote > 8 * CHECKPOINT_PAGES * 4096
+    assert log.stat().st_size < 3 * CHECKPOINT_PAGES * 4096
+    assert store.close() == 10 * COMMIT_EVERY
+
+
+def test_the_queues_close_visits_no_host_under_the_store(tmp_path: Path) -> None:
+    """Under the store every host queue is a StoredHost, with nothing to close: the
+    scheduler queue's close is the store's, not a step per host ever queued (the
+    hosts handed to it are never iterated), and its saved state counts the requests."""
+    from scrapy_politeness.jobdir.queue_state import HostQueues
+    from scrapy_politeness.jobdir.request_store import STORE_STATE
+
+    queues = HostQueues(get_crawler(), PickleLifoDiskQueue, str(tmp_path / "q"),
+                        PickleFifoDiskQueue)
+    made = [queues.make(f"h{i}.test") for i in range(50)]
+    assert all(isinstance(q, StoredHost) for q in made)
+    for i, queue in enumerate(made):
+        queue.push(Request(f"http://h{i}.test/"))
+    visited: list[object] = []
+
+    def hosts() -> Any:
+        visited.append(1)
+        yield from ()
+
+    assert queues.close(hosts()) == {STORE_STATE: [50]}
+    assert visited == []

@@ -107,10 +107,13 @@ def snapshot(hosts: Iterable[tuple[str, HostState]], now: float, wall: float,
 def save(path: str | os.PathLike[str], document: dict[str, Any]) -> None:
     """Write ``document`` atomically: a reader sees the old file or the new one."""
     target = Path(path)
+    # One line, encoded by json's C encoder (``json.dump`` and any ``indent`` take the
+    # pure-Python one: 3-5x slower, and this runs in the close, per host in the table).
+    text = json.dumps(document, separators=(",", ":"), allow_nan=False)
     fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(document, fh, indent=1, sort_keys=True, allow_nan=False)
+            fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)

@@ -14,8 +14,12 @@ have their own queue) first, then FIFO or LIFO as the configured disk queue
 class (``pos`` counts up, negated for LIFO). Requests are serialised as
 Scrapy's disk queues do (``Request.to_dict`` then pickle); one that cannot be
 raises ``ValueError`` before anything is stored, so the scheduler keeps it in
-memory. Writes are committed in batches and on close; a clean close leaves
-one file (the log checkpointed into it), older than Scrapy's ``active.json``.
+memory. Writes are committed in batches of :data:`COMMIT_EVERY` as the crawl
+goes and sqlite checkpoints its log into the file every
+:data:`CHECKPOINT_PAGES` pages, so the close commits and checkpoints only the
+tail: its work does not grow with the hosts or requests stored (the count it
+returns is kept in memory, not counted on disk). A clean close leaves one file
+(the log checkpointed into it), older than Scrapy's ``active.json``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ __all__ = ["STORE_FILE", "STORE_STATE", "RequestStore", "StoredHost", "disk_orde
 STORE_FILE = "queue.sqlite3"
 STORE_STATE = " store"  # the saved state's key (no host key has a space): [requests]
 COMMIT_EVERY = 512  # writes between commits
+CHECKPOINT_PAGES = 256  # log pages (4 KiB) between sqlite's own checkpoints: the close's bound
 
 _ORDER: dict[object, bool] = {PickleFifoDiskQueue: False, PickleLifoDiskQueue: True}
 
@@ -80,11 +85,13 @@ class RequestStore:
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(f"PRAGMA wal_autocheckpoint={CHECKPOINT_PAGES}")
         self._db.executescript(_SCHEMA)
         self._db.execute("BEGIN")
         self._writes = 0
-        row = self._db.execute("SELECT max(abs(pos)) FROM requests").fetchone()
+        row = self._db.execute("SELECT max(abs(pos)), count(*) FROM requests").fetchone()
         self._pos = (row[0] or 0) + 1
+        self.stored: int = row[1]  # requests in the store, kept so the close counts nothing
 
     def hosts(self) -> dict[str, int]:
         """Each host key with requests stored, and how many (a resumed crawl's)."""
@@ -108,6 +115,7 @@ class RequestStore:
         self._pos = pos + 1
         self._db.execute("INSERT INTO requests VALUES (?, ?, ?, ?)",
                          (host, rank, -pos if lifo and not in_order else pos, data))
+        self.stored += 1
         self._wrote()
 
     def _next(self, host: str) -> tuple[int, bytes] | None:
@@ -121,6 +129,7 @@ class RequestStore:
         if row is None:
             return None
         self._db.execute("DELETE FROM requests WHERE rowid = ?", (row[0],))
+        self.stored -= 1
         self._wrote()
         return self._load(row[1])
 
@@ -142,11 +151,11 @@ class RequestStore:
         self._writes = 0
 
     def close(self) -> int:
-        """Commit, checkpoint the log into the file and close; the requests stored."""
+        """Commit the tail, checkpoint the log into the file and close; the requests
+        stored. One statement (the COMMIT) whatever the store holds: no pass over its rows."""
         self._db.execute("COMMIT")
-        (count,) = self._db.execute("SELECT count(*) FROM requests").fetchone()
         self._db.close()  # the last connection: sqlite checkpoints and removes the log
-        return int(count)
+        return self.stored
 
 
 class StoredHost:
