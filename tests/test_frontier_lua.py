@@ -559,3 +559,44 @@ def test_go_late_says_the_start_it_put_in_force_and_goes_again_from_there(
     f.r.set(keys[1], repr(again + 2 * IP_FLOOR + MARGIN))
     assert go_late(keys=keys, args=[again, 0.0, 0.02, INTERVAL, IP_FLOOR, 60.0]) == 0
     assert float(f.r.hget(keys[0], "last_start")) == pytest.approx(again, abs=1e-9)
+
+
+def test_a_process_told_claimed_comes_when_it_may_take_the_claim_over(
+        redis_server: RedisServer) -> None:
+    """A process passed over is told WHEN it may take the bucket over and book,
+    not to ask again at each lapse: after the hand-outs the claimant still needs
+    to be 3 ahead of it, one per its step (the claim says the hand-out's start
+    to its instant), when the next is due."""
+    f = Frontier(redis_server)
+    for i in range(4):
+        f.push("a.test", f"r{i}")
+    reply = f.pop("p1")
+    assert reply[0] == "req"
+    start = float(reply[7])
+    claim = f.r.get(f"{P}:claim:127.2.0.1").decode().split()
+    assert claim[0] == "p1"
+    instant = float(claim[1]) - CLAIM
+    step = float(claim[2])
+    assert step == pytest.approx(instant - start, abs=1e-6)
+    assert step == pytest.approx(INTERVAL + MARGIN, abs=0.002)
+    for counts, d in (({"p1": 5, "p2": 3}, 1), ({"p1": 2, "p2": 5}, 6)):  # p1 needs d more
+        f.r.zadd(f"{P}:served", counts)
+        due = instant + d * step - LEAD
+        before = f.now()
+        kind, come = f.pop("p2")
+        assert kind == "claimed"
+        assert due - f.now() - 1e-6 <= float(come) <= due - before + 1e-6
+
+
+def test_a_wait_claim_without_a_step_is_asked_for_at_its_lapse(
+        redis_server: RedisServer) -> None:
+    """A claim not made by a hand-out says no cadence: the others ask at its lapse."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    lapse = f.now() + 0.5
+    f.r.set(f"{P}:claim:127.2.0.1", f"p1 {lapse!r}")
+    f.r.zadd(f"{P}:served", {"p1": 2, "p2": 2})
+    before = f.now()
+    kind, come = f.pop("p2")
+    assert kind == "claimed"
+    assert lapse - f.now() - 1e-6 <= float(come) <= lapse - before + 1e-6
