@@ -281,7 +281,9 @@ local function state_of(key)
   if key == '' then return s end  -- requests the gate ignores (no host): no bucket
   local last_start
   s.hkey = NS .. ':host:' .. key
-  s.adaptive, s.crawl_delay, last_start, s.not_before = read_host(s.hkey, s.d)
+  local skip
+  s.adaptive, s.crawl_delay, last_start, s.not_before, skip, skip, skip, s.exp =
+    read_host(s.hkey, s.d)
   s.interval = host_clamp(s.adaptive, s.crawl_delay, s.f, s.c)
   s.ready = host_ready(now, last_start, s.interval, s.not_before, margin)
   s.ip = ip_of(key)
@@ -356,7 +358,7 @@ for i = 1, n do
         local ip_at = nil  -- the IP's next start, whichever host it is for
         if s.hkey then  -- book both buckets as reserve.lua does (_eligibility.lua)
           local horizon = spend_host(s.hkey, sent, s.interval, s.crawl_delay, s.not_before,
-                                     s.c, now, idle)
+                                     s.c, now, idle, s.exp)
           if s.ipkey then
             local own = nil  -- decoupled: the IP's own interval, its floor before any evidence
             if decoupled then own = ip_floor end
