@@ -630,3 +630,29 @@ def test_a_busy_host_hash_is_kept_alive_without_a_pexpire_per_write(
     assert f.pop()[0] == "req"
     assert f.r.pttl(hkey) / 1000 == pytest.approx(60.0 + 2 * 60.0, abs=1.0)
     assert float(f.r.hget(hkey, "exp")) == pytest.approx(f.now() + 180.0, abs=1.0)
+
+
+def test_a_booking_keeps_the_namespace_hash_alive_without_reading_its_ttl(
+        redis_server: RedisServer) -> None:
+    """The namespace hash (epoch, hold) outlives every booking. It notes until
+    when its TTL holds (``exp``), read with the grace window by one HMGET: the
+    first booking reads the TTL (PTTL) and notes it, the next ones neither read
+    nor write it while it covers them; an absent hash is not created."""
+    f = Frontier(redis_server)
+    ns = f"{NS}:ns"
+    for i in range(3):
+        f.push("a.test", f"r{i}")
+    assert f.pop()[0] == "req"
+    assert not f.r.exists(ns)  # no reserve ever wrote an epoch: nothing to keep
+    f.r.hset(ns, "epoch", "e1")
+    f.rewind()
+    assert f.pop()[0] == "req"
+    assert f.r.pttl(ns) / 1000 == pytest.approx(2 * 60.0 + INTERVAL + MARGIN, abs=1.0)
+    exp = float(f.r.hget(ns, "exp"))
+    assert exp == pytest.approx(f.now() + f.r.pttl(ns) / 1000, abs=0.5)
+    f.rewind()
+    f.r.config_resetstat()
+    assert f.pop()[0] == "req"
+    stats = f.r.info("commandstats")
+    assert "cmdstat_pttl" not in stats and "cmdstat_pexpire" not in stats, stats
+    assert float(f.r.hget(ns, "exp")) == exp

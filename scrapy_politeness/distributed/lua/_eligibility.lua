@@ -38,6 +38,22 @@ local function keep_at_least(key, seconds, slack)
   end
 end
 
+-- keep_at_least for a hash that notes until when its TTL holds (field ``exp``,
+-- read by the caller with its other fields; nil: unknown): nothing runs while
+-- that covers ``seconds``; else the TTL is read (PTTL), extended if short, and
+-- noted, so the next calls skip even the read. An absent hash stays absent.
+local function keep_hash_at_least(key, seconds, slack, exp, now)
+  if exp and exp >= now + seconds then return end
+  local want = math.ceil(seconds * 1000)
+  local ttl = redis.call('PTTL', key)
+  if ttl == -2 then return end
+  if ttl < want then
+    ttl = want + math.ceil((slack or 0) * 1000)
+    redis.call('PEXPIRE', key, ttl)
+  end
+  redis.call('HSET', key, 'exp', fmt(now + ttl / 1000))
+end
+
 -- What one start spends on its IP: the decoupled model's own spacing
 -- (``own``, IPTable.spacing), or coupled, max(ip_floor, the clamped adaptive
 -- WITHOUT the crawl-delay: a site's wish stays with that site).

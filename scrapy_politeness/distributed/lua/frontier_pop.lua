@@ -92,8 +92,13 @@ if picks == 0 then return {'beat'} end
 local ns = NS .. ':ns'
 -- The grace window after a state loss (reserve.lua's hold): nobody books before
 -- it ends. Read just before a booking: a pop that books nothing needs it not.
+-- Its ``exp`` (until when its TTL holds) is read by the same HMGET: a booking
+-- then extends the hash's life without reading it (keep_hash_at_least).
+local ns_exp = nil
 local function grace_ends()
-  local hold = tonumber(redis.call('HGET', ns, 'hold')) or 0
+  local h = redis.call('HMGET', ns, 'hold', 'exp')
+  ns_exp = tonumber(h[2])
+  local hold = tonumber(h[1]) or 0
   if hold > now then return hold end
 end
 
@@ -370,8 +375,8 @@ for i = 1, n do
             busy[bucket] = ip_at
           end
           -- The namespace hash (epoch, hold) outlives every booking; extended
-          -- by `idle` more than needed, most bookings only read its TTL.
-          keep_at_least(ns, horizon - now + idle, idle)
+          -- by `idle` more than needed, most bookings neither read nor write it.
+          keep_hash_at_least(ns, horizon - now + idle, idle, ns_exp, now)
         end
         if more then
           local next_at = host_ready(now, sent, s.interval, s.not_before, margin)
