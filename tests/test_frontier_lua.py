@@ -637,16 +637,19 @@ def test_a_booking_keeps_the_namespace_hash_alive_without_reading_its_ttl(
     """The namespace hash (epoch, hold) outlives every booking. It notes until
     when its TTL holds (``exp``), read with the grace window by one HMGET: the
     first booking reads the TTL (PTTL) and notes it, the next ones neither read
-    nor write it while it covers them; an absent hash is not created."""
+    nor write it while it covers them. A hash nobody wrote yet is created with
+    its ``exp`` alone (no epoch: reserve.lua still finds none)."""
     f = Frontier(redis_server)
     ns = f"{NS}:ns"
-    for i in range(3):
+    for i in range(4):
         f.push("a.test", f"r{i}")
     assert f.pop()[0] == "req"
-    assert not f.r.exists(ns)  # no reserve ever wrote an epoch: nothing to keep
+    assert f.r.hkeys(ns) == [b"exp"]
+    f.r.delete(ns)
     f.r.hset(ns, "epoch", "e1")
     f.rewind()
     assert f.pop()[0] == "req"
+    assert f.r.hget(ns, "epoch") == b"e1"
     assert f.r.pttl(ns) / 1000 == pytest.approx(2 * 60.0 + INTERVAL + MARGIN, abs=1.0)
     exp = float(f.r.hget(ns, "exp"))
     assert exp == pytest.approx(f.now() + f.r.pttl(ns) / 1000, abs=0.5)

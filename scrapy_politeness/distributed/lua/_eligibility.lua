@@ -41,12 +41,13 @@ end
 -- keep_at_least for a hash that notes until when its TTL holds (field ``exp``,
 -- read by the caller with its other fields; nil: unknown): nothing runs while
 -- that covers ``seconds``; else the TTL is read (PTTL), extended if short, and
--- noted, so the next calls skip even the read. An absent hash stays absent.
+-- noted, so the next calls skip even the read. An absent hash is created with
+-- only ``exp`` (else every call would read its TTL again): whoever reads its
+-- other fields finds them absent as before.
 local function keep_hash_at_least(key, seconds, slack, exp, now)
   if exp and exp >= now + seconds then return end
   local want = math.ceil(seconds * 1000)
   local ttl = redis.call('PTTL', key)
-  if ttl == -2 then return end
   if ttl < want then
     ttl = want + math.ceil((slack or 0) * 1000)
     redis.call('PEXPIRE', key, ttl)
