@@ -30,44 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from frontier_crawl import CommandStats, run_fleet, seed
 from redis_server import RedisServer
 
-from scrapy_politeness._sitefarm import Arrival, Farm
+from scrapy_politeness._sitefarm import Farm
 
-from .frontier import FAILING, SCENARIOS, settings_for
-from .metrics import TOL, judge
+from .frontier import FAILING, SCENARIOS, settings_for, short_gaps
+from .metrics import judge
 from .scenarios import Scenario
-
-
-def _booked(item: dict[str, Any] | None, arrived: float) -> str:
-    """When the pop booked it, against when the server read it (one clock: monotonic)."""
-    if not item:
-        return "?"
-    booked = item.get("booked")
-    if not isinstance(booked, dict):
-        return "not booked by the pop"
-    return f"booked {(arrived - booked['at']) * 1000:+.0f} ms late"
-
-
-def short_gaps(scenario: Scenario, arrivals: list[Arrival],
-               by_url: dict[str, dict[str, Any]]) -> list[str]:
-    """Every gap shorter than asked, readable: what, when after the first request, who."""
-    ordered = sorted(arrivals, key=lambda a: a.t)
-    if not ordered:
-        return []
-    out = []
-    for attr, need_of in (("host", scenario.interval_of), ("ip", scenario.ip_spacing_of)):
-        last: dict[str, Arrival] = {}
-        for a in ordered:
-            name = getattr(a, attr)
-            prev = last.get(name)
-            if prev is not None and a.t - prev.t < need_of(name) - TOL:
-                one, two = by_url.get(f"{prev.host}{prev.path}"), by_url.get(f"{a.host}{a.path}")
-                out.append(f"{attr} {name}: {prev.host}{prev.path} -> {a.host}{a.path} "
-                           f"{(a.t - prev.t) * 1000:.0f} ms apart at "
-                           f"t={a.t - ordered[0].t:.3f} s, processes "
-                           f"{one and one['process']} ({_booked(one, prev.t)}) then "
-                           f"{two and two['process']} ({_booked(two, a.t)})")
-            last[name] = a
-    return out
 
 
 def run_once(scenario: Scenario, binary: str) -> tuple[str, list[str]]:

@@ -27,15 +27,16 @@ import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from frontier_crawl import STOCK_QUEUE, CommandCounter, run_fleet, seed
 from redis_server import RedisServer
 
-from scrapy_politeness._sitefarm import Farm
+from scrapy_politeness._sitefarm import Arrival, Farm
 
-from .metrics import judge
+from .metrics import TOL, judge
 from .scenarios import DOMAIN, Scenario, broad, head_of_line, shared_ip
 
 DNS_TIMEOUT, RETRY_TIMES, MAX_IDLE = 1.0, 1, 1
@@ -115,6 +116,39 @@ def breakdown(name: str, counter: CommandCounter, requests: int) -> str:
     return "\n".join(lines)
 
 
+def _booked(item: dict[str, Any] | None, arrived: float) -> str:
+    """When the pop booked it, against when the server read it (one clock: monotonic)."""
+    if not item:
+        return "?"
+    booked = item.get("booked")
+    if not isinstance(booked, dict):
+        return "not booked by the pop"
+    return f"booked {(arrived - booked['at']) * 1000:+.0f} ms late"
+
+
+def short_gaps(scenario: Scenario, arrivals: list[Arrival],
+               by_url: dict[str, dict[str, Any]]) -> list[str]:
+    """Every gap shorter than asked, readable: what, when after the first request, who."""
+    ordered = sorted(arrivals, key=lambda a: a.t)
+    if not ordered:
+        return []
+    out = []
+    for attr, need_of in (("host", scenario.interval_of), ("ip", scenario.ip_spacing_of)):
+        last: dict[str, Arrival] = {}
+        for a in ordered:
+            name = getattr(a, attr)
+            prev = last.get(name)
+            if prev is not None and a.t - prev.t < need_of(name) - TOL:
+                one, two = by_url.get(f"{prev.host}{prev.path}"), by_url.get(f"{a.host}{a.path}")
+                out.append(f"{attr} {name}: {prev.host}{prev.path} -> {a.host}{a.path} "
+                           f"{(a.t - prev.t) * 1000:.0f} ms apart at "
+                           f"t={a.t - ordered[0].t:.3f} s, processes "
+                           f"{one and one['process']} ({_booked(one, prev.t)}) then "
+                           f"{two and two['process']} ({_booked(two, a.t)})")
+            last[name] = a
+    return out
+
+
 def run(scenario: Scenario, config: str, binary: str, batch: int | None = None,
         detail: bool = False) -> str:
     server = RedisServer(binary).start()
@@ -166,6 +200,11 @@ def run(scenario: Scenario, config: str, binary: str, batch: int | None = None,
     close_bound = j.bound * 1.10 + (RETRY_TIMES + 1) * DNS_TIMEOUT + MAX_IDLE + 2.0
     close = (f" closed {closed:.1f} s after the first fetch (bound {close_bound:.1f} s);"
              f" second run fetched {again}" if again >= 0 else "")
+    if j.host_viol or j.ip_viol:  # which fetches, when, by which process
+        by_url = {f"{urlsplit(i['url']).hostname}{urlsplit(i['url']).path}": i
+                  for i in fleet.items}
+        for gap in short_gaps(scenario, arrivals, by_url):
+            print(f"  {scenario.name}/{config}: {gap}", file=sys.stderr)
     if detail:
         print(breakdown(f"{scenario.name}/{config}", counter, j.requests), file=sys.stderr)
         stats: Counter[str] = Counter()

@@ -559,3 +559,104 @@ def test_go_late_says_the_start_it_put_in_force_and_goes_again_from_there(
     f.r.set(keys[1], repr(again + 2 * IP_FLOOR + MARGIN))
     assert go_late(keys=keys, args=[again, 0.0, 0.02, INTERVAL, IP_FLOOR, 60.0]) == 0
     assert float(f.r.hget(keys[0], "last_start")) == pytest.approx(again, abs=1e-9)
+
+
+def test_a_process_told_claimed_comes_when_it_may_take_the_claim_over(
+        redis_server: RedisServer) -> None:
+    """A process passed over is told WHEN it may take the bucket over and book,
+    not to ask again at each lapse: after the hand-outs the claimant still needs
+    to be 3 ahead of it, one per its step (the claim says the hand-out's start
+    to its instant), when the next is due."""
+    f = Frontier(redis_server)
+    for i in range(4):
+        f.push("a.test", f"r{i}")
+    reply = f.pop("p1")
+    assert reply[0] == "req"
+    start = float(reply[7])
+    claim = f.r.get(f"{P}:claim:127.2.0.1").decode().split()
+    assert claim[0] == "p1"
+    instant = float(claim[1]) - CLAIM
+    step = float(claim[2])
+    assert step == pytest.approx(instant - start, abs=1e-6)
+    assert step == pytest.approx(INTERVAL + MARGIN, abs=0.002)
+    for counts, d in (({"p1": 5, "p2": 3}, 1), ({"p1": 2, "p2": 5}, 6)):  # p1 needs d more
+        f.r.zadd(f"{P}:served", counts)
+        due = instant + d * step - LEAD
+        before = f.now()
+        kind, come = f.pop("p2")
+        assert kind == "claimed"
+        assert due - f.now() - 1e-6 <= float(come) <= due - before + 1e-6
+
+
+def test_a_wait_claim_without_a_step_is_asked_for_at_its_lapse(
+        redis_server: RedisServer) -> None:
+    """A claim not made by a hand-out says no cadence: the others ask at its lapse."""
+    f = Frontier(redis_server)
+    f.push("a.test", "r1")
+    lapse = f.now() + 0.5
+    f.r.set(f"{P}:claim:127.2.0.1", f"p1 {lapse!r}")
+    f.r.zadd(f"{P}:served", {"p1": 2, "p2": 2})
+    before = f.now()
+    kind, come = f.pop("p2")
+    assert kind == "claimed"
+    assert lapse - f.now() - 1e-6 <= float(come) <= lapse - before + 1e-6
+
+
+def test_a_busy_host_hash_is_kept_alive_without_a_pexpire_per_write(
+        redis_server: RedisServer) -> None:
+    """The host hash says until when its TTL was set (``exp``, a minute more than
+    needed): a booking or an outcome while that covers the need writes no TTL
+    (one command each saved), and the hash never lives shorter than it needs."""
+    f = Frontier(redis_server)
+    feedback = f.r.register_script(_script("feedback.lua"))
+    hkey = f"{NS}:host:a.test"
+    for i in range(3):
+        f.push("a.test", f"r{i}")
+    assert f.pop()[0] == "req"  # the first booking sets the TTL and exp
+    exp = float(f.r.hget(hkey, "exp"))
+    assert exp == pytest.approx(f.now() + 60.0 + 2 * 60.0, abs=1.0)  # ceiling + 2 idle
+    assert f.r.pttl(hkey) / 1000 == pytest.approx(exp - f.now(), abs=1.0)
+    f.rewind()
+    f.r.config_resetstat()
+    assert f.pop()[0] == "req"
+    feedback(keys=[hkey], args=[200, 0, 0.1, INTERVAL, INTERVAL, 60.0, 2.0, 1.5, 0.1, 2.0,
+                                0.05, 5, 0.3, 60.0, "additive", *[1] * 12, 0, -1])
+    stats = f.r.info("commandstats")
+    assert "cmdstat_pexpire" not in stats, stats
+    assert float(f.r.hget(hkey, "exp")) == exp
+    assert f.r.pttl(hkey) / 1000 >= 60.0 + 60.0 - 1.0  # what it needs: ceiling + idle
+    f.r.hset(hkey, "exp", repr(f.now() + 100.0))  # no longer covers a ceiling + idle
+    f.rewind()
+    assert f.pop()[0] == "req"
+    assert f.r.pttl(hkey) / 1000 == pytest.approx(60.0 + 2 * 60.0, abs=1.0)
+    assert float(f.r.hget(hkey, "exp")) == pytest.approx(f.now() + 180.0, abs=1.0)
+
+
+def test_a_booking_keeps_the_namespace_hash_alive_without_reading_its_ttl(
+        redis_server: RedisServer) -> None:
+    """The namespace hash (epoch, hold) outlives every booking. It notes until
+    when its TTL holds (``exp``), read with the grace window by one HMGET: the
+    first booking reads the TTL (PTTL) and notes it, the next ones neither read
+    nor write it while it covers them. A hash nobody wrote yet is created with
+    its ``exp`` alone (no epoch: reserve.lua still finds none)."""
+    f = Frontier(redis_server)
+    ns = f"{NS}:ns"
+    for i in range(4):
+        f.push("a.test", f"r{i}")
+    assert f.pop()[0] == "req"
+    assert f.r.hkeys(ns) == [b"exp"]
+    f.r.delete(ns)
+    f.r.hset(ns, "epoch", "e1")
+    f.rewind()
+    assert f.pop()[0] == "req"
+    assert f.r.hget(ns, "epoch") == b"e1"
+    assert f.r.pttl(ns) / 1000 == pytest.approx(2 * 60.0 + INTERVAL + MARGIN, abs=1.0)
+    exp = float(f.r.hget(ns, "exp"))
+    assert exp == pytest.approx(f.now() + f.r.pttl(ns) / 1000, abs=0.5)
+    f.rewind()
+    f.r.config_resetstat()
+    assert f.pop()[0] == "req"
+    stats = f.r.info("commandstats")
+    assert "cmdstat_pttl" not in stats, stats
+    assert "cmdstat_pexpire" not in stats, stats
+    assert float(f.r.hget(ns, "exp")) == exp

@@ -199,9 +199,9 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
                     self._pending_until = self._quiet_until
             return request
         self.stats.inc_value(_STATS + "empty_pops")
-        if kind == "claimed":  # others come for every queued host: the next pop takes over
-            self._idle = min(max(float(_text(reply[1])), 0.05), _MAX_QUIET)
-            self._quiet(now, self._idle)
+        if kind == "claimed":  # others come for every queued host: told when to take over
+            self._idle = min(max(float(_text(reply[1])), 0.05), _MAX_IDLE)
+            self._quiet(now, self._idle, cap=_MAX_IDLE)
             self.stats.inc_value(_STATS + "claimed_elsewhere")
         else:
             self._quiet(now, float(_text(reply[1])) if kind == "wait" else _MAX_QUIET,

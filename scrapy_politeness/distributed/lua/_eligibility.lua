@@ -38,6 +38,23 @@ local function keep_at_least(key, seconds, slack)
   end
 end
 
+-- keep_at_least for a hash that notes until when its TTL holds (field ``exp``,
+-- read by the caller with its other fields; nil: unknown): nothing runs while
+-- that covers ``seconds``; else the TTL is read (PTTL), extended if short, and
+-- noted, so the next calls skip even the read. An absent hash is created with
+-- only ``exp`` (else every call would read its TTL again): whoever reads its
+-- other fields finds them absent as before.
+local function keep_hash_at_least(key, seconds, slack, exp, now)
+  if exp and exp >= now + seconds then return end
+  local want = math.ceil(seconds * 1000)
+  local ttl = redis.call('PTTL', key)
+  if ttl < want then
+    ttl = want + math.ceil((slack or 0) * 1000)
+    redis.call('PEXPIRE', key, ttl)
+  end
+  redis.call('HSET', key, 'exp', fmt(now + ttl / 1000))
+end
+
 -- What one start spends on its IP: the decoupled model's own spacing
 -- (``own``, IPTable.spacing), or coupled, max(ip_floor, the clamped adaptive
 -- WITHOUT the crawl-delay: a site's wish stays with that site).
@@ -50,20 +67,36 @@ end
 
 -- The host hash lives while any of its state matters: a ceiling's worth (what
 -- the recovery and the dead verdict remember), a crawl-delay, a pause, its
--- next start (``nxt``; nil: none).
-local function keep_host(hkey, nxt, crawl_delay, not_before, ceiling, now, idle)
+-- next start (``nxt``; nil: none), plus ``idle``. Its field ``exp`` says until
+-- when its TTL was last set: while that covers the need, nothing is written
+-- (nil); else the TTL in seconds to set, ``idle`` more than needed, so most
+-- writes of a busy host skip the PEXPIRE (one command per booking and per
+-- outcome). The caller writes ``exp`` = now + that in its own HSET, then
+-- keep_host sets the TTL (after the HSET: a hash it created has one too).
+local function host_ttl(nxt, crawl_delay, not_before, ceiling, now, idle, exp)
   local keep = ceiling
   if crawl_delay > keep then keep = crawl_delay end
   if not_before - now > keep then keep = not_before - now end
   if nxt and nxt - now > keep then keep = nxt - now end
-  redis.call('PEXPIRE', hkey, math.ceil((keep + idle) * 1000))
+  if exp and exp >= now + keep + idle then return nil end
+  return keep + 2 * idle
+end
+
+local function keep_host(hkey, ttl)
+  if ttl then redis.call('PEXPIRE', hkey, math.ceil(ttl * 1000)) end
 end
 
 -- Spend the host's bucket: its last start is ``sent`` (more field/value pairs
--- ride on the same HSET). Returns its next start.
-local function spend_host(hkey, sent, interval, crawl_delay, not_before, ceiling, now, idle, ...)
-  redis.call('HSET', hkey, 'last_start', fmt(sent), ...)
-  keep_host(hkey, sent + interval, crawl_delay, not_before, ceiling, now, idle)
+-- ride on the same HSET); ``exp``: read_host's. Returns its next start.
+local function spend_host(hkey, sent, interval, crawl_delay, not_before, ceiling, now, idle,
+                          exp, ...)
+  local ttl = host_ttl(sent + interval, crawl_delay, not_before, ceiling, now, idle, exp)
+  if ttl then
+    redis.call('HSET', hkey, 'last_start', fmt(sent), 'exp', fmt(now + ttl), ...)
+    keep_host(hkey, ttl)
+  else
+    redis.call('HSET', hkey, 'last_start', fmt(sent), ...)
+  end
   return sent + interval
 end
 

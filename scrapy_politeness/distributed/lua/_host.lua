@@ -17,12 +17,13 @@ end
 local function fmt(x) return string.format('%.17g', x) end
 
 -- The host hash as numbers: adaptive, crawl_delay, last_start (nil before the
--- first start), not_before, latency, streak, dead; then the raw values of any
--- ``...`` fields, read by the same HMGET (one command, not two).
+-- first start), not_before, latency, streak, dead, exp (the instant its TTL was
+-- last extended to, _eligibility.lua's host_ttl; nil: unknown); then the raw
+-- values of any ``...`` fields, read by the same HMGET (one command, not two).
 local function read_host(key, default, ...)
   local h = redis.call('HMGET', key, 'adaptive', 'crawl_delay', 'last_start',
-                       'not_before', 'latency', 'streak', 'dead', ...)
+                       'not_before', 'latency', 'streak', 'dead', 'exp', ...)
   return tonumber(h[1]) or default, tonumber(h[2]) or 0, tonumber(h[3]),
          tonumber(h[4]) or 0, tonumber(h[5]) or 0, tonumber(h[6]) or 0, tonumber(h[7]) or 0,
-         {unpack(h, 8)}
+         tonumber(h[8]), {unpack(h, 9)}
 end

@@ -57,7 +57,7 @@ local function clamp(adaptive, crawl_delay)
 end
 
 -- read_host's fields and the recovery's in ONE HMGET (a command per request saved)
-local adaptive, crawl_delay, last_start, not_before, prev, streak, dead, f =
+local adaptive, crawl_delay, last_start, not_before, prev, streak, dead, exp, f =
   read_host(KEYS[1], default, 'fail_at', 'good_at', 'run', 'gap', 'cost')
 local fail_at, good_at, run = tonumber(f[1]) or 0, tonumber(f[2]) or 0, tonumber(f[3]) or 0
 local gap = tonumber(f[4]) or 0  -- start-to-start before the last booked start (reserve.lua)
@@ -190,12 +190,16 @@ end
 if adaptive >= ceiling then streak = streak + 1 else streak = 0 end
 if dead == 0 and streak >= dead_after then dead = 1 end
 
-redis.call('HSET', KEYS[1], 'adaptive', fmt(adaptive), 'not_before', fmt(not_before),
-           'latency', fmt(prev), 'streak', streak, 'dead', dead,
-           'fail_at', fmt(fail_at), 'good_at', fmt(good_at), 'run', run, 'cost', fmt(cost))
 local nxt = nil
 if last_start then nxt = last_start + clamp(adaptive, crawl_delay) end
-keep_host(KEYS[1], nxt, crawl_delay, not_before, ceiling, now, idle)
+local ttl = host_ttl(nxt, crawl_delay, not_before, ceiling, now, idle, exp)
+local extend = {}
+if ttl then extend = {'exp', fmt(now + ttl)} end
+redis.call('HSET', KEYS[1], 'adaptive', fmt(adaptive), 'not_before', fmt(not_before),
+           'latency', fmt(prev), 'streak', streak, 'dead', dead,
+           'fail_at', fmt(fail_at), 'good_at', fmt(good_at), 'run', run, 'cost', fmt(cost),
+           unpack(extend))
+keep_host(KEYS[1], ttl)
 
 local nb_in = not_before - now
 if nb_in < 0 then nb_in = 0 end

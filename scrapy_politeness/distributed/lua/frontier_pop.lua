@@ -33,7 +33,8 @@
 --   booked: 0 no IP bucket, 1 the IP booked too, 2 IP unknown (host booked only)
 --   start: the booked start on the server's clock (go_late.lua checks it);
 --   next_in: -1 nothing this process should ask for; 'claimed': every queued host
---   is claimed by other processes, the earliest claim lapses in that many seconds
+--   is claimed by other processes; ask again in that many seconds (come_for: when
+--   a retry may take a claim over and book, not at each lapse)
 --
 -- Claims (P:claims, bucket -> "pid until"): N processes told the same "wait until
 -- T" would all pop at T and all but one find nothing, N round trips per start.
@@ -91,8 +92,13 @@ if picks == 0 then return {'beat'} end
 local ns = NS .. ':ns'
 -- The grace window after a state loss (reserve.lua's hold): nobody books before
 -- it ends. Read just before a booking: a pop that books nothing needs it not.
+-- Its ``exp`` (until when its TTL holds) is read by the same HMGET: a booking
+-- then extends the hash's life without reading it (keep_hash_at_least).
+local ns_exp = nil
 local function grace_ends()
-  local hold = tonumber(redis.call('HGET', ns, 'hold')) or 0
+  local h = redis.call('HMGET', ns, 'hold', 'exp')
+  ns_exp = tonumber(h[2])
+  local hold = tonumber(h[1]) or 0
   if hold > now then return hold end
 end
 
@@ -185,7 +191,8 @@ local function is_ahead(owner)
 end
 
 -- When another process's live claim on ``bucket`` lapses; nil if free or ours
--- (or, ``taking``, the claimant's to take over: see the top).
+-- (or, ``taking``, the claimant's to take over: see the top). Then its owner and
+-- step (the claimant's booked start to the claimed instant; 0: not a hand-out's).
 local function claimed(bucket, taking)
   if grace <= 0 then return nil end
   local c = claim_of[bucket]
@@ -194,26 +201,48 @@ local function claimed(bucket, taking)
     claim_of[bucket] = c
   end
   if not c then return nil end
-  local owner, untl = string.match(c, '(%S+) (%S+)')
+  local owner, untl, step = string.match(c, '^(%S+) (%S+) ?(%S*)')
   untl = tonumber(untl)
   if owner == pid or untl <= now then return nil end
   if taking and is_ahead(owner) then return nil end
-  return untl
+  return untl, owner, tonumber(step) or 0
 end
 
-local function claim(bucket, at)
+-- When this process should ask again for a bucket another process claimed until
+-- ``untl`` (its instant + grace): when it may take the claim over, i.e. after the
+-- ``d`` hand-outs the claimant still needs to be TAKE ahead of it, one per
+-- ``step``, at the instant the next is due (that pop books it). Without a step
+-- (not a hand-out's claim), when the claim lapses. Asking at each lapse instead
+-- cost N-1 pops that hand out nothing per start of one busy bucket; this way a
+-- bucket changes hands every TAKE starts, each costing the claimant passed over
+-- one pop.
+local function come_for(untl, owner, step)
+  local at = untl - grace
+  local cnt = counts[owner]
+  local d = 0
+  if cnt then d = my_count() + TAKE - cnt end
+  if d > 0 then
+    if step <= 0 then return untl end
+    at = at + d * step
+  end
+  return at - lead
+end
+
+-- ``step``: this hand-out's start to ``at`` (nil: not a hand-out's claim).
+local function claim(bucket, at, step)
   if grace <= 0 then return end
   my_count()  -- joined first (see my_count)
   local ms = math.ceil((at + grace - now) * 1000)
   if ms < 1 then ms = 1 end
   local value = pid .. ' ' .. fmt(at + grace)
+  if step and step > 0 then value = value .. ' ' .. fmt(step) end
   redis.call('SET', claims .. bucket, value, 'PX', ms)
   claim_of[bucket] = value
 end
 
 -- The host due first among the rows (as this call left them) not claimed by
--- another process (nor one to take over), and when (nil, lapse: none; lapse
--- nil when nothing is queued at all). ``bkt``/``bkt_at``: a bucket just booked
+-- another process (nor one to take over), and when (nil, come: none; come, when
+-- to ask again for the first claimed bucket (come_for); nil when nothing is queued at all). ``bkt``/``bkt_at``: a bucket just booked
 -- and its next instant, which its other hosts' index entries (lower bounds) do
 -- not know yet: next_in from those would be a pop that finds nothing.
 local function first_free(bkt, bkt_at)
@@ -222,8 +251,9 @@ local function first_free(bkt, bkt_at)
     local key, at = rows[i][1], rows[i][2]
     if at then
       local b = bucket_of(key)
-      local other = claimed(b, true)
+      local other, owner, step = claimed(b, true)
       if other then
+        other = come_for(other, owner, step)
         if not lapse or other < lapse then lapse = other end
       else
         if bkt_at and b == bkt and at < bkt_at then at = bkt_at end
@@ -256,7 +286,9 @@ local function state_of(key)
   if key == '' then return s end  -- requests the gate ignores (no host): no bucket
   local last_start
   s.hkey = NS .. ':host:' .. key
-  s.adaptive, s.crawl_delay, last_start, s.not_before = read_host(s.hkey, s.d)
+  local skip
+  s.adaptive, s.crawl_delay, last_start, s.not_before, skip, skip, skip, s.exp =
+    read_host(s.hkey, s.d)
   s.interval = host_clamp(s.adaptive, s.crawl_delay, s.f, s.c)
   s.ready = host_ready(now, last_start, s.interval, s.not_before, margin)
   s.ip = ip_of(key)
@@ -331,7 +363,7 @@ for i = 1, n do
         local ip_at = nil  -- the IP's next start, whichever host it is for
         if s.hkey then  -- book both buckets as reserve.lua does (_eligibility.lua)
           local horizon = spend_host(s.hkey, sent, s.interval, s.crawl_delay, s.not_before,
-                                     s.c, now, idle)
+                                     s.c, now, idle, s.exp)
           if s.ipkey then
             local own = nil  -- decoupled: the IP's own interval, its floor before any evidence
             if decoupled then own = ip_floor end
@@ -343,20 +375,20 @@ for i = 1, n do
             busy[bucket] = ip_at
           end
           -- The namespace hash (epoch, hold) outlives every booking; extended
-          -- by `idle` more than needed, most bookings only read its TTL.
-          keep_at_least(ns, horizon - now + idle, idle)
+          -- by `idle` more than needed, most bookings neither read nor write it.
+          keep_hash_at_least(ns, horizon - now + idle, idle, ns_exp, now)
         end
         if more then
           local next_at = host_ready(now, sent, s.interval, s.not_before, margin)
           redis.call('ZADD', hosts, next_at, key)
           rows[i][2] = next_at
-          claim(bucket, next_at)  -- we come back for it (next_in)
+          claim(bucket, next_at, next_at - start)  -- we come back for it (next_in)
         else
           redis.call('ZREM', hosts, key)
           if s.cfg then redis.call('HDEL', P .. ':cfg', key) end  -- a push writes it again
           rows[i][2] = nil
           if ip_at then
-            claim(bucket, ip_at)
+            claim(bucket, ip_at, ip_at - start)
           elseif grace > 0 then
             redis.call('DEL', claims .. bucket)
             claim_of[bucket] = false
@@ -390,7 +422,10 @@ for i = 1, n do
         if nxt_key then
           next_in = nxt_at - lead - now
           if next_in < 0 then next_in = 0 end
-          if next_in > 0 then claim(bucket_of(nxt_key), nxt_at) end
+          local b = bucket_of(nxt_key)
+          if next_in > 0 then  -- the bucket just booked: its step is this hand-out's
+            claim(b, nxt_at, b == bucket and nxt_at - start or nil)
+          end
         end
         return {'req', string.sub(member, 17), id, s.ip or '', booked, fmt(start - now),
                 fmt(next_in), fmt(start)}
@@ -401,7 +436,9 @@ end
 local key, at = first_free()
 if not key then
   if not at then return {'empty'} end
-  return {'claimed', fmt(at - now)}
+  local come = at - now
+  if come < 0 then come = 0 end
+  return {'claimed', fmt(come)}
 end
 local wait = at - lead - now
 if wait < 0 then wait = 0 end

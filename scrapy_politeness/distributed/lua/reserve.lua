@@ -23,7 +23,7 @@ local margin = tonumber(ARGV[5])
 local idle = tonumber(ARGV[6])
 local client_epoch = ARGV[7]
 
-local adaptive, crawl_delay, last_start, not_before, latency, streak, dead =
+local adaptive, crawl_delay, last_start, not_before, latency, streak, dead, exp =
   read_host(KEYS[1], default)
 local client_delay = tonumber(ARGV[10]) or 0
 local slip = tonumber(ARGV[11]) or 0
@@ -70,7 +70,7 @@ if last_start then
   extra = {'crawl_delay', fmt(crawl_delay), 'gap', fmt(gap)}
 end
 local horizon = spend_host(KEYS[1], sent, interval, crawl_delay, not_before, ceiling, now, idle,
-                           unpack(extra))
+                           exp, unpack(extra))
 if KEYS[3] then
   local nxt = sent + ip_spacing(tonumber(ARGV[12]), adaptive, floor, ceiling, ip_floor)
   spend_ip(KEYS[3], ip_next, nxt, now, idle)
