@@ -151,7 +151,8 @@ def test_no_answer_bound_for_a_late_send_nor_for_a_send_not_booked_by_the_fronti
     late_send = Dispatch("b.test", 10.0, "127.0.0.2", booked_slip=0.01, server_spent=5000.01)
     slip.sent(late_send, 10.0, state)
     slip.headers_received(late_send, 0.002, 10.05)  # read 50 ms late: reported, not bounded
-    assert late.reported and late_send.answer is None
+    assert late.reported
+    assert late_send.answer is None
     reserved = Dispatch("c.test", 20.0, "127.0.0.3", booked_slip=0.03)  # booked by reserve
     other = hosts.get("c.test")
     ips.spend("127.0.0.3", 20.03, other.ip_clamped)
