@@ -98,6 +98,8 @@ class Sender:
         if at_booked is not None:
             assert booking is not None
             release, booked_slip = at_booked, booking.booked_slip
+            if at_booked.at == booking.at:  # as booked: a sooner answer may move the spend back
+                dispatch.server_spent = booking.server_spent
             self.slip.spend_at_send(at_booked, loop.time())  # the local buckets: the real send
         elif shared is not None:
             release, booked_slip = await shared.reserve(

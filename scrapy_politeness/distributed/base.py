@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 from scrapy_politeness.policy.shared import SharedHost
 
 if TYPE_CHECKING:
+    from scrapy_politeness.downloader.send_lateness import AnswerBound
     from scrapy_politeness.policy import Config, Signal
 
 __all__ = ["LateStart", "SharedBackend", "SharedHost"]
@@ -49,7 +50,8 @@ class SharedBackend(Protocol):
 
     async def feedback(self, key: str, signal: Signal, config: Config,
                        dead_after: int, *, gap: float = 0.0,
-                       late: LateStart | None = None, backlog: int = -1) -> SharedHost:
+                       late: LateStart | None = None, backlog: int = -1,
+                       early: AnswerBound | None = None) -> SharedHost:
         """Atomically fold one outcome into the shared host (AIMD, Retry-After,
         latency EWMA, ceiling streak, dead flag). ``gap``: the start-to-start
         time this process last booked for the host, the pace the local table
@@ -57,7 +59,8 @@ class SharedBackend(Protocol):
         processes booking ahead is usually another process's). With several
         fetches of one host in flight it is the latest one's, at the same pace
         but for the one fetch that moved the interval. ``late``: this fetch's
-        own late start, applied first as ``correct_start`` would. ``backlog``:
+        own late start, applied first as ``correct_start`` would; ``early``: or
+        the sooner start its answer bounds, moved back to. ``backlog``:
         the host's requests still queued here, which prices a probe (-1: unknown)."""
         ...
 

@@ -39,6 +39,9 @@ class Booking(NamedTuple):
     at: float
     booked_slip: float
     server_at: float | None = None  # the same start on the Redis server's clock
+    # Where the pop spent the host and IP buckets (server's clock: server_at + the
+    # slip it booked for); an answer sooner than that moves them back (SharedSync)
+    server_spent: float = math.nan
 
 
 def booked_start(request: Request, ip: str | None) -> Booking | None:
@@ -47,7 +50,7 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
     None unless it booked the host and exactly the IP bucket ``ip`` (None: no
     IP bucket) the gate uses: a name that resolved differently since is
     booked by the middleware as usual. The value is
-    ``{"ip": ..., "at": ..., "booked_slip": ..., "server_at": ...}``.
+    ``{"ip": ..., "at": ..., "booked_slip": ..., "server_at": ..., "slip": ...}``.
     """
     booked = request.meta.get(BOOKED_META)
     if not isinstance(booked, dict) or booked.get("ip") != ip:
@@ -58,8 +61,11 @@ def booked_start(request: Request, ip: str | None) -> Booking | None:
     booked_slip = booked.get("booked_slip")
     slip = float(booked_slip) if isinstance(booked_slip, (int, float)) else math.inf
     server_at = booked.get("server_at")
-    return Booking(float(at), slip,
-                   float(server_at) if isinstance(server_at, (int, float)) else None)
+    if not isinstance(server_at, (int, float)):
+        return Booking(float(at), slip)
+    spent = booked.get("slip")
+    return Booking(float(at), slip, float(server_at),
+                   float(server_at) + spent if isinstance(spent, (int, float)) else math.nan)
 
 
 async def start_as_booked(booking: Booking, release: Release[Any],

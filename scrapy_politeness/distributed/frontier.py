@@ -187,7 +187,7 @@ class PolitenessFrontierQueue(Base):  # type: ignore[misc]
                 request.meta[BOOKED_META] = {"ip": _text(reply[3]) if booked else None,
                                              "at": now + float(_text(reply[5])),
                                              "booked_slip": slip - rtt,
-                                             "server_at": float(_text(reply[7]))}
+                                             "server_at": float(_text(reply[7])), "slip": slip}
             self.stats.inc_value(_STATS + "popped")
             self._start_heartbeat()
             next_in = float(_text(reply[6]))

@@ -32,6 +32,7 @@ from scrapy_politeness.policy import recovery as _recovery
 from scrapy_politeness.policy.config import MIN_WIDEN
 
 if TYPE_CHECKING:
+    from scrapy_politeness.downloader.send_lateness import AnswerBound
     from scrapy_politeness.policy import Config, Signal
 
 __all__ = ["BackendError", "BackendUnavailable", "RedisBackend", "redact_url"]
@@ -202,7 +203,8 @@ class RedisBackend(_RedisReseed):
 
     async def feedback(self, key: str, signal: Signal, config: Config,
                        dead_after: int, *, gap: float = 0.0,
-                       late: LateStart | None = None, backlog: int = -1) -> SharedHost:
+                       late: LateStart | None = None, backlog: int = -1,
+                       early: AnswerBound | None = None) -> SharedHost:
         args: list[Any] = [signal.status, signal.retry_after, signal.latency, config.default,
                            config.floor, config.ceiling, config.backoff, config.soft_widen,
                            config.narrow, config.latency_rise, config.latency_min_rise,
@@ -213,6 +215,11 @@ class RedisBackend(_RedisReseed):
             args += [late.started_ago, late.interval, late.ip_spacing]
             if not _is_zero_ip(late.ip):
                 keys += [self._key("ip", late.ip), self._key("late", late.ip)]
+        elif early is not None:  # moved back to its answer, in the same round trip
+            ago = asyncio.get_running_loop().time() - early.answered  # just before the trip
+            args += ["early", ago, early.spent, early.ip_spacing, early.margin]
+            if not _is_zero_ip(early.ip):
+                keys.append(self._key("ip", early.ip))
         reply = await self._run("feedback", keys, args)
         return _fed_host(reply)
 

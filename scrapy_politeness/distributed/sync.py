@@ -244,7 +244,8 @@ class SharedSync:
 
     def feedback(self, dispatch: Dispatch, signal: Signal) -> None:
         """Fold the outcome into the shared host without holding the response
-        (with the fetch's late start, if it still has one to report)."""
+        (with the fetch's late start, if it still has one to report, else the
+        sooner start its answer bounds: ``Dispatch.answer``)."""
         key = dispatch.key
         state = self.hosts.get(key)
         late = self._take_late(dispatch) if self._late else None
@@ -253,7 +254,8 @@ class SharedSync:
             self.stats.inc_value("politeness/shared/late_starts_with_feedback")
         task = self._spawn(self.backend.feedback(key, signal, state.config,
                                                  self.dead_after, gap=state.gap,
-                                                 late=late, backlog=state.backlog))
+                                                 late=late, backlog=state.backlog,
+                                                 early=None if late else dispatch.answer))
         task.add_done_callback(lambda t: self._feedback_done(key, t))
 
     def _feedback_done(self, key: str, task: asyncio.Task[SharedHost]) -> None:

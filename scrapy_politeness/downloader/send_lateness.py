@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from scrapy_politeness.downloader.connections import Connections
 from scrapy_politeness.policy.stalls import RecentSends
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from scrapy_politeness.policy import HostState, HostTable, IPTable, Release
 
-__all__ = ["LEAD", "STALL", "Dispatch", "LateArrivals", "SendSlip", "late_allowance"]
+__all__ = ["LEAD", "STALL", "AnswerBound", "Dispatch", "LateArrivals", "SendSlip", "late_allowance"]
 
 STALL = 0.004  # a loop turn this long may have held the sends still on their way
 # The frontier hands a request out up to this long before the instant it booked.
@@ -57,6 +57,18 @@ def late_allowance(state: HostState, ip_spacing: float | None) -> float:
     return max(0.0, (spacing - LEAD) / 2.0)
 
 
+class AnswerBound(NamedTuple):
+    """A frontier booking whose answer came (``answered``, the event loop's
+    clock) sooner than where its pop spent the buckets (``spent``, the server's
+    clock): the fetch's feedback moves them back to the answer less ``margin``."""
+
+    ip: str | None
+    answered: float
+    spent: float
+    ip_spacing: float
+    margin: float
+
+
 @dataclass(slots=True)
 class Dispatch:
     """A request the gate let through, until its outcome comes back."""
@@ -71,6 +83,10 @@ class Dispatch:
     busy: float = 0.0  # the loop's accumulated lateness at the send (LoopMonitor.busy)
     loop_lag: float = math.nan  # the loop's lateness from the send to its headers
     proxied: bool = False  # through a proxy: its forwarding delay varies request by request
+    # Sent as the frontier booked it: where its pop spent the shared buckets (the
+    # server's clock); its answer, when sooner than that (headers_received)
+    server_spent: float = math.nan
+    answer: AnswerBound | None = None
 
 
 class LateArrivals(Protocol):
@@ -119,7 +135,7 @@ class SendSlip:
             setup = self.conns.setup_of(dispatch.ip)
             if setup > 0.0:
                 self.spend(state, dispatch.ip, now + setup)
-        if self.shared is None:
+        if self.shared is None or dispatch.server_spent == dispatch.server_spent:
             dispatch.spent = state.last_start
             dispatch.ip_next = self.ips.eligible_at(dispatch.ip)
         self.recent.add(dispatch, self.turn)
@@ -225,7 +241,8 @@ class SendSlip:
         # the latency is known to be the way back: only the answer bounds the read.
         back = 0.0 if dispatch.proxied else (usual if usual < latency else latency)
         arrived = now - back
-        if self.shared is not None:
+        booked = dispatch.server_spent == dispatch.server_spent  # not NaN: see sent()
+        if self.shared is not None and not booked:
             self.spend(state, dispatch.ip, arrived)
             if arrived - dispatch.at > dispatch.booked_slip:
                 self.shared.late_arrival(dispatch, state, arrived, now)
@@ -234,6 +251,13 @@ class SendSlip:
         host_mine = state.last_start == dispatch.spent
         ip_mine = self.ips.eligible_at(dispatch.ip) == dispatch.ip_next
         self.spend(state, dispatch.ip, arrived)
+        if self.shared is not None and arrived - dispatch.at > dispatch.booked_slip:
+            self.shared.late_arrival(dispatch, state, arrived, now)
+            return
+        if booked and now - self.margin < dispatch.at + dispatch.booked_slip:
+            dispatch.answer = AnswerBound(  # the shared buckets move back with its feedback
+                dispatch.ip, now, dispatch.server_spent,
+                self.ips.spacing(dispatch.ip, state.ip_interval()), self.margin)
         self._bound_by_answer(dispatch, state, now, host_mine=host_mine, ip_mine=ip_mine)
 
     def _bound_by_answer(self, dispatch: Dispatch, state: HostState, now: float, *,
@@ -246,8 +270,9 @@ class SendSlip:
         at least one interval after the server's, whatever the send slip was;
         for a host that answers within the margin this is sooner than the
         estimate plus the margin. Only while nothing else spent the bucket
-        since this send (``*_mine``), and never with a shared backend (other
-        processes spaced from the estimate).
+        since this send (``*_mine``), and with a shared backend only for a start
+        the frontier booked (its shared buckets move back with the fetch's
+        feedback; other bookings are spaced from the estimate by the others).
         """
         at = now - self.margin
         moved = False

@@ -14,7 +14,9 @@
 --       gap (the judged fetch's own booked gap; 0: the last booked one)
 --       backlog (the host's requests still queued, recovery.pays_back; -1: unknown)
 --       and, optionally, the late start this fetch's headers revealed (late_start.lua's
---       started_ago interval ip_spacing): it is applied first, as it happened first
+--       started_ago interval ip_spacing): it is applied first, as it happened first;
+--       or 'early' answered_ago spent ip_spacing margin: a frontier booking's
+--       answer came sooner than its spend (answer_bound, KEYS[2] the IP key)
 -- Returns: {adaptive, crawl_delay, not_before_in, latency, streak, dead,
 --           fail_at, good_at, healthy_run, fail_cost}
 local now = server_now()
@@ -47,7 +49,10 @@ local pending_at_most = tonumber(ARGV[26])
 local round_belief = tonumber(ARGV[27])
 local own_gap = tonumber(ARGV[28]) or 0
 local backlog = tonumber(ARGV[29]) or -1
-if ARGV[30] then
+if ARGV[30] == 'early' then
+  answer_bound(now, KEYS[1], KEYS[2], tonumber(ARGV[31]), tonumber(ARGV[32]),
+               tonumber(ARGV[33]), tonumber(ARGV[34]))
+elseif ARGV[30] then
   late_start(now, KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[30]), tonumber(ARGV[31]),
              tonumber(ARGV[32]), idle)
 end
