@@ -213,7 +213,8 @@ class _Timeline:
             pops[request is None] += 1
             return request
         scheduler.next_request = next_request
-        self.robots_times: dict[str, list[float]] = {}  # robots.txt url -> [asked, reached, answered]
+        # robots.txt url -> [asked, reached the downloader, answered]
+        self.robots_times: dict[str, list[float]] = {}
         try:
             from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
             robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
