@@ -198,12 +198,82 @@ class _Timeline:
         self.gc_cpu = [0.0, 0.0, 0.0]  # the same in CPU seconds (a loaded machine's wall is not)
         self._heap = 0
         self._loop: Any = None
+        self.pops = [0, 0]  # the engine's asks of the scheduler: answered, answered None
+        self.probes: list[list[float]] = []  # see _probe
+
+    def _count_pops(self) -> None:
+        """Count the engine's asks of the scheduler (this crawl's instance only)."""
+        scheduler = getattr(getattr(self.crawler.engine, "_slot", None), "scheduler", None)
+        if scheduler is None:
+            return
+        ask = scheduler.next_request
+        pops = self.pops
+
+        def next_request() -> Any:
+            request = ask()
+            pops[request is None] += 1
+            return request
+        scheduler.next_request = next_request
+        # robots.txt url -> [asked, reached the downloader, answered]
+        self.robots_times: dict[str, list[float]] = {}
+        try:
+            from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware
+            robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
+        except (RuntimeError, ImportError):
+            return
+        parser = robots.robot_parser
+        times = self.robots_times
+
+        def robot_parser(request: Any) -> Any:
+            url = request.url.split("/", 3)
+            times.setdefault("/".join(url[:3]) + "/robots.txt", [time.time(), 0.0, 0.0])
+            return parser(request)
+        robots.robot_parser = robot_parser
+
+        def reached(request: Any, **kwargs: Any) -> None:
+            if request.url in times:
+                times[request.url][1] = time.time()
+
+        def answered(response: Any, request: Any, **kwargs: Any) -> None:
+            if request.url in times:
+                times[request.url][2] = time.time()
+        self._handlers = (reached, answered)  # signals hold weak references
+        self.crawler.signals.connect(reached, signal=signals.request_reached_downloader)
+        self.crawler.signals.connect(answered, signal=signals.response_received)
+
+    def _probe(self) -> list[float]:
+        """[downloader active, scheduler len, asks answered, asks None, CPU s, run-queue
+        wait s, prefetch pending,
+        prefetch in flight, hosts ahead waiting, pacing target]: what the crawl waits for."""
+        engine = self.crawler.engine
+        active = len(engine.downloader.active) if engine is not None else 0
+        scheduler = getattr(getattr(engine, "_slot", None), "scheduler", None)
+        queued = len(scheduler) if scheduler is not None else 0
+        try:  # seconds on a CPU and waiting for one (runnable, not running): the machine's share
+            with open("/proc/self/schedstat", encoding="ascii") as fh:
+                ran, waited = (int(x) / 1e9 for x in fh.read().split()[:2])
+        except OSError:
+            ran = waited = 0.0
+        row = [active, queued, *self.pops, ran, waited]
+        try:
+            from scrapy_politeness.middleware import PolitenessMiddleware
+            prefetch = self.crawler.get_downloader_middleware(PolitenessMiddleware).robots_prefetch
+        except (RuntimeError, AttributeError, ImportError):
+            prefetch = None
+        pacing = None if prefetch is None else prefetch._pacing
+        if prefetch is None or pacing is None:
+            return [*row, 0, 0, 0, 0]
+        import asyncio
+        now = asyncio.get_running_loop().time()
+        return [*row, len(prefetch._pending), len(prefetch._tasks), len(pacing),
+                pacing.target(now)]
 
     def start(self) -> None:
         """At ``engine_started``: the reactor is Scrapy's by then."""
         from twisted.internet import task
 
         gc.callbacks.append(self._gc)
+        self._count_pops()
         self._loop = task.LoopingCall(self._sample)
         self._loop.start(1.0)
 
@@ -224,6 +294,7 @@ class _Timeline:
             self._heap = len(gc.get_objects())
         self.rows.append([time.time(), time.process_time(), count, *self.gc_seconds,
                           *self.gc_count, self._heap, *self.gc_cpu])
+        self.probes.append(self._probe())
 
     def close(self) -> list[list[float]]:
         if self._gc in gc.callbacks:
@@ -291,7 +362,9 @@ def main(path: str) -> None:
     result = {"stats": {k: _plain(v) for k, v in crawler.stats.get_stats().items()},
               "marks": marks,
               "queue": str(crawler.settings.get("SCHEDULER_PRIORITY_QUEUE")),
-              "timeline": timeline.close() if timeline is not None else None}
+              "timeline": timeline.close() if timeline is not None else None,
+              "probes": timeline.probes if timeline is not None else None,
+              "robots_times": getattr(timeline, "robots_times", {})}
     with open(job["out"], "w", encoding="utf-8") as fh:
         json.dump(result, fh)
     with open(job["out"] + ".done", "w", encoding="utf-8") as fh:

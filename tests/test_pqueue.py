@@ -825,3 +825,38 @@ def test_gate_look_ups_per_take_do_not_grow_with_the_hosts_seen(
     later = look_ups_per_take("c", 200)
     print(f"gate look-ups per take: {first:.2f} first, {later:.2f} after 10,200 hosts")
     assert later <= first * 1.1 + 0.05, (first, later)
+
+
+
+class _Prefetch:
+    """The robots.txt prefetch as the queue sees it: no host waits for robots.txt; the
+    asks the queue could not answer are counted."""
+
+    def __init__(self) -> None:
+        self.asks = 0
+
+    def pace(self, on_done: Any) -> None:
+        pass
+
+    def hold(self, host: Any, *, serving: bool = False) -> bool:
+        return False
+
+    def starved(self) -> None:
+        self.asks += 1
+
+
+def test_an_ask_with_nothing_ready_is_the_robots_prefetchs_capacity_signal(
+        mw: PolitenessMiddleware, clock: Clock) -> None:
+    prefetch = _Prefetch()
+    mw.robots_prefetch = prefetch  # type: ignore[assignment]
+    q = _queue(mw.crawler)
+    assert q.pop() is None  # empty: the downloader has room, nothing to give it
+    assert prefetch.asks == 1
+    on_ip(mw, "a.test", "10.0.0.1")
+    ready_at(mw, "a.test", clock.now)
+    q.push(Request(url("a.test", 0)))
+    q.push(Request(url("a.test", 1)))
+    assert q.pop() is not None  # answered: no signal
+    assert prefetch.asks == 1
+    assert q.pop() is None  # its second page waits for the host's interval
+    assert prefetch.asks == 2

@@ -106,3 +106,27 @@ async def test_a_host_never_served_does_not_stop_the_prefetch(
     prefetch.scheduled(Request("http://late.test/p"))  # anything that starts the prefetch
     assert len(robots.fetches) == 8
     prefetch.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_an_ask_the_queue_could_not_answer_starts_one_more_fetch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The downloader has room and no host is ready: the hosts waiting for their
+    robots.txt are what it waits for, so one more fetch starts at each such ask."""
+    clock = [100.0]
+    prefetch, robots, _ = _setup(monkeypatch, clock)
+    for i in range(10):
+        prefetch.scheduled(Request(f"http://h{i}.test/p"))
+        host = HostEntry(f"h{i}.test", None)  # type: ignore[arg-type]
+        host.hostname = f"h{i}.test"
+        assert prefetch.hold(host)
+    assert len(robots.fetches) == 4  # the floor, all in flight
+    prefetch.starved()
+    prefetch.starved()
+    assert len(robots.fetches) == 6
+    for _ in range(10):  # never more than twice the pace's (the floor here)
+        prefetch.starved()
+    assert len(robots.fetches) == 8
+    prefetch.close()
+    prefetch.starved()  # closed: nothing starts
+    assert len(robots.fetches) == 8

@@ -211,15 +211,11 @@ class PolitenessAwarePriorityQueue:
             self._remove(stale)
         held = 0
         while True:
-            if mw is None:
-                key, fresh, soonest = index.top(), now, now
-            else:
-                key, fresh, soonest = self._settle(now)
-            if key is None:
-                return None
-            if fresh > now + _LEAD:  # nothing eligible: requests wait here, not in the gate
-                self._waker.arm(soonest - _LEAD)
-                return None
+            key, fresh, soonest = (index.top(), now, now) if mw is None else self._settle(now)
+            if key is None or fresh > now + _LEAD:  # nothing eligible: requests wait here
+                if key is not None:
+                    self._waker.arm(soonest - _LEAD)
+                return self._starved()
             host = index.hosts[key]
             if mw is not None and key != IGNORED and (
                     self._lookups.known(host)  # type: ignore[union-attr]
@@ -227,7 +223,7 @@ class PolitenessAwarePriorityQueue:
                 # waits for its name to be looked up (again), or re-timed, or for its robots.txt
                 held += 1
                 if held >= HOLD_PER_POP:  # each wakes the engine when it is ready
-                    return None
+                    return self._starved()
                 continue
             request = host.queue.pop()
             if request is None:  # a queue that claimed more than it had
@@ -237,8 +233,7 @@ class PolitenessAwarePriorityQueue:
                 continue
             self._len -= 1
             if mw is None:
-                self._tick += 1
-                est = self._tick
+                self._tick = est = self._tick + 1
             else:
                 est = self._handed_out(request, key, host, now)
             if host.queue:
@@ -246,6 +241,12 @@ class PolitenessAwarePriorityQueue:
             else:
                 index.rest(host, now)
             return request
+
+    def _starved(self) -> Request | None:
+        """None ready for the engine (pop answers it): a capacity signal to the robots prefetch."""
+        if self._robots is not None:
+            self._robots.starved()
+        return None
 
     def _handed_out(self, request: Request, key: str, host: HostEntry, now: float) -> float:
         """Count ``request`` as handed out; the host's next own estimate."""
@@ -272,9 +273,8 @@ class PolitenessAwarePriorityQueue:
 
     def peek(self) -> Request | None:
         """The request ``pop`` would hand out next (needs a downstream ``peek``)."""
-        index = self._index
-        key = self._settle(clock())[0] if self._mw is not None else index.top()
-        return None if key is None else index.hosts[key].queue.peek()
+        key = self._settle(clock())[0] if self._mw is not None else self._index.top()
+        return None if key is None else self._index.hosts[key].queue.peek()
 
     def _remove(self, key: str) -> None:
         self._index.pop_host(key).queue.close()

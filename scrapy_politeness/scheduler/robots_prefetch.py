@@ -164,6 +164,14 @@ class RobotsPrefetch:
         self.on_done = on_done
         self._pacing = RobotsPacing(self._floor)
 
+    def starved(self) -> None:
+        """The engine asked the queue and no host was ready: while hosts wait here,
+        the downloader has room for one more host ahead (the pacing's capacity signal)."""
+        pacing = self._pacing
+        if pacing is not None and self._pending and not self.closed:
+            pacing.starved(_now())
+            self._start()
+
     def hold(self, host: HostEntry, *, serving: bool = False) -> bool:
         """Whether ``host`` waits (out of the queue's heaps) for its robots.txt;
         ``on_done(host.key)`` when that came. ``serving``: the queue hands out
