@@ -23,6 +23,11 @@ pymalloc's arenas is in used blocks; RSS beyond that is fragmentation or C-level
 memory). ``BENCH_BROAD_TRACEMALLOC_AT=N[,M]`` adds a dump (``responses_N``) once
 N responses came; ``BENCH_BROAD_TRACEMALLOC_FRAMES=0`` writes the allocator's
 figures only (no tracing: the crawl runs at its usual speed).
+
+``BENCH_BROAD_STALL=N:S`` blocks the crawl's event loop for ``S`` seconds in the
+spider's callback of every ``N``-th response (a slow parse, a synchronous
+pipeline, a long collection): released requests are held on their way to the
+wire, the case the hold until the observed write is for.
 """
 
 from __future__ import annotations
@@ -56,6 +61,18 @@ BASE_SETTINGS: dict[str, Any] = {
 
 
 TRACE_ENV = "BENCH_BROAD_TRACEMALLOC"
+
+
+def _stall_setting() -> tuple[int, float] | None:
+    """``BENCH_BROAD_STALL=N:S``: (every N-th response, S seconds), or None."""
+    raw = os.environ.get("BENCH_BROAD_STALL")
+    if not raw:
+        return None
+    every, seconds = raw.split(":")
+    return int(every), float(seconds)
+
+
+STALL = _stall_setting()
 
 
 def _own_frame(trace: tracemalloc.Trace) -> str:
@@ -163,6 +180,7 @@ class BroadSpider(scrapy.Spider):
         super().__init__(**kwargs)
         self.job = job
         self.marks = marks
+        self.parsed = 0
 
     async def start(self) -> AsyncIterator[Any]:
         job = self.job
@@ -179,8 +197,12 @@ class BroadSpider(scrapy.Spider):
                 pass
 
     def parse(self, response: Response) -> None:
-        """Nothing to extract: the bench judges the requests, not the items."""
-        return None
+        """Nothing to extract: the bench judges the requests, not the items
+        (``BENCH_BROAD_STALL``: every N-th response holds the loop)."""
+        if STALL is not None:
+            self.parsed += 1
+            if self.parsed % STALL[0] == 0:
+                time.sleep(STALL[1])
 
 
 class _Timeline:
@@ -271,6 +293,11 @@ def main(path: str) -> None:
 
     def closed() -> None:
         marks["closed"], marks["closed_cpu"] = time.time(), time.process_time()
+        for mw in getattr(getattr(crawler.engine, "downloader", None), "middleware", None) \
+                .middlewares if crawler.engine else ():
+            slip = getattr(mw, "slip", None)
+            if slip is not None:  # the plugin: sends moved while still unwritten
+                marks["held_sends"] = getattr(slip, "held_sends", -1)
         dump_allocations("closed")
 
     timeline = _Timeline(crawler) if job.get("timeline") else None
