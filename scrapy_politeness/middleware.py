@@ -98,7 +98,8 @@ class PolitenessMiddleware:
         self.keys = HostKeys(settings.grouping, settings.ip_exempt,
                              edges if settings.edge_floor <= 0 else None)
         self.slip = SendSlip(self.hosts, self.ips, settings.send_margin)
-        self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check)
+        self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check,
+                                 self.slip.released)
         self.slip.on_earlier = self.driver.retime
         self.observer = Observer(settings, self.stats, self.hosts, self.gate)
         self.dropped = DroppedHosts(self.hosts, self.driver, self.observer, self.stats)

@@ -80,6 +80,7 @@ class Sender:
         """Send ``request``, released by the gate (``release``) after it came at
         ``submitted``; ``ip`` its address, ``bucket`` its IP bucket (None: none)."""
         key = release.key
+        release.unwritten = False  # resumed: its dispatch holds the buckets from here
         dispatch = self.held[request] = Dispatch(  # holds a slot
             key, release.at, ip, proxied=is_proxied(request))
         state = self.hosts.get(key)

@@ -58,7 +58,7 @@ class SendSlip:
         self.lag = 0.0  # recent event-loop resume lag
         self.loop: asyncio.AbstractEventLoop | None = None
         self.recent: RecentSends[Dispatch] = RecentSends()
-        self.unwritten: Unwritten[Dispatch] = Unwritten()
+        self.unwritten: Unwritten[Dispatch | Release[Any]] = Unwritten()
         self.held_sends = 0  # spends moved because a send was still unwritten (a stat)
         self.turn = 0  # loop turns counted while a send may be on its way
         self.turn_began = 0.0  # when the tick of the current turn ran
@@ -120,6 +120,11 @@ class SendSlip:
                 dispatch.ip_next = self.ips.eligible_at(dispatch.ip)
         self._recent(dispatch, now)
 
+    def released(self, release: Release[Any], now: float) -> None:
+        """The gate released ``release`` to a waiter that sends it only once it
+        resumes (:meth:`sent`); a long turn may come first, so it is held too."""
+        self.unwritten.add(release, now)
+
     def ended(self, dispatch: Dispatch) -> None:
         """``dispatch``'s download ended (answered, failed, dropped): whatever it
         was, it holds its buckets no longer."""
@@ -129,11 +134,15 @@ class SendSlip:
         """Before a release at ``now``: every send still unwritten leaves no
         sooner than now, so its buckets (and the shared ones) move here."""
         at = now + 2.0 * self.lag
-        for dispatch in self.unwritten.overdue(now, at):
-            state = self.hosts.peek(dispatch.key)
-            if state is not None:
-                self.held_sends += 1
-                self._move(dispatch, state, dispatch.until, now)
+        for held in self.unwritten.overdue(now, at):
+            state = self.hosts.peek(held.key)
+            if state is None:
+                continue
+            self.held_sends += 1
+            if isinstance(held, Dispatch):
+                self._move(held, state, held.until, now)
+            else:  # a release not resumed yet: its IP bucket as the gate spent it
+                self.spend(state, held.ip, held.until)
 
     def _tick(self) -> None:
         """The first callback of a turn (scheduled by the previous one): if that
