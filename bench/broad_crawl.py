@@ -28,6 +28,11 @@ figures only (no tracing: the crawl runs at its usual speed).
 spider's callback of every ``N``-th response (a slow parse, a synchronous
 pipeline, a long collection): released requests are held on their way to the
 wire, the case the hold until the observed write is for.
+``BENCH_BROAD_HOLD=N:S`` adds a downloader middleware between the plugin and
+the downloader (priority 960) that takes 8 loop turns with every request (a
+signing or proxy-rotating middleware awaiting its own work) and blocks the
+loop ``S`` seconds after every ``N``-th: sends released more than the stall
+correction's four turns before a long turn, their bytes not written yet.
 """
 
 from __future__ import annotations
@@ -73,6 +78,37 @@ def _stall_setting() -> tuple[int, float] | None:
 
 
 STALL = _stall_setting()
+
+
+def _hold_setting() -> tuple[int, float] | None:
+    """``BENCH_BROAD_HOLD=N:S``: (every N-th request, S seconds), or None."""
+    raw = os.environ.get("BENCH_BROAD_HOLD")
+    if not raw:
+        return None
+    every, seconds = raw.split(":")
+    return int(every), float(seconds)
+
+
+class HoldAfterGate:
+    """A middleware nearer the downloader than the plugin: a few loop turns per
+    request, and a long turn after every N-th (``BENCH_BROAD_HOLD``)."""
+
+    TURNS = 8
+
+    def __init__(self) -> None:
+        hold = _hold_setting()
+        assert hold is not None
+        self.every, self.seconds = hold
+        self.seen = 0
+
+    async def process_request(self, request: scrapy.Request) -> None:
+        import asyncio
+
+        for _ in range(self.TURNS):
+            await asyncio.sleep(0)
+        self.seen += 1
+        if self.seen % self.every == 0:
+            time.sleep(self.seconds)
 
 
 def _own_frame(trace: tracemalloc.Trace) -> str:
@@ -268,7 +304,11 @@ def main(path: str) -> None:
     if os.environ.get(TRACE_ENV) and frames:
         tracemalloc.start(frames)
     marks: dict[str, float] = {"launch": time.time()}
-    process = CrawlerProcess({**BASE_SETTINGS, **job["settings"]})
+    settings = {**BASE_SETTINGS, **job["settings"]}
+    if _hold_setting() is not None:
+        settings["DOWNLOADER_MIDDLEWARES"] = {**settings.get("DOWNLOADER_MIDDLEWARES", {}),
+                                              "bench.broad_crawl.HoldAfterGate": 960}
+    process = CrawlerProcess(settings)
     crawler = process.create_crawler(BroadSpider)
     idle_for = float(job.get("idle", 0.0))
     seen = {"count": -1, "since": 0.0}
