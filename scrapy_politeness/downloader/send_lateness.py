@@ -124,6 +124,10 @@ class SendSlip:
         """The gate released ``release`` to a waiter that sends it only once it
         resumes (:meth:`sent`); a long turn may come first, so it is held too."""
         self.unwritten.add(release, now)
+        if release.until > now:  # behind a send moved later: spent as late
+            state = self.hosts.peek(release.key)
+            if state is not None:
+                self.spend(state, release.ip, release.until)
 
     def ended(self, dispatch: Dispatch) -> None:
         """``dispatch``'s download ended (answered, failed, dropped): whatever it
