@@ -23,6 +23,16 @@ pymalloc's arenas is in used blocks; RSS beyond that is fragmentation or C-level
 memory). ``BENCH_BROAD_TRACEMALLOC_AT=N[,M]`` adds a dump (``responses_N``) once
 N responses came; ``BENCH_BROAD_TRACEMALLOC_FRAMES=0`` writes the allocator's
 figures only (no tracing: the crawl runs at its usual speed).
+
+``BENCH_BROAD_STALL=N:S`` blocks the crawl's event loop for ``S`` seconds in the
+spider's callback of every ``N``-th response (a slow parse, a synchronous
+pipeline, a long collection): released requests are held on their way to the
+wire, the case the hold until the observed write is for.
+``BENCH_BROAD_HOLD=N:S`` adds a downloader middleware between the plugin and
+the downloader (priority 960) that takes 8 loop turns with every request (a
+signing or proxy-rotating middleware awaiting its own work) and blocks the
+loop ``S`` seconds after every ``N``-th: sends released more than the stall
+correction's four turns before a long turn, their bytes not written yet.
 """
 
 from __future__ import annotations
@@ -57,6 +67,49 @@ BASE_SETTINGS: dict[str, Any] = {
 
 
 TRACE_ENV = "BENCH_BROAD_TRACEMALLOC"
+
+
+def _stall_setting() -> tuple[int, float] | None:
+    """``BENCH_BROAD_STALL=N:S``: (every N-th response, S seconds), or None."""
+    raw = os.environ.get("BENCH_BROAD_STALL")
+    if not raw:
+        return None
+    every, seconds = raw.split(":")
+    return int(every), float(seconds)
+
+
+STALL = _stall_setting()
+
+
+def _hold_setting() -> tuple[int, float] | None:
+    """``BENCH_BROAD_HOLD=N:S``: (every N-th request, S seconds), or None."""
+    raw = os.environ.get("BENCH_BROAD_HOLD")
+    if not raw:
+        return None
+    every, seconds = raw.split(":")
+    return int(every), float(seconds)
+
+
+class HoldAfterGate:
+    """A middleware nearer the downloader than the plugin: a few loop turns per
+    request, and a long turn after every N-th (``BENCH_BROAD_HOLD``)."""
+
+    TURNS = 8
+
+    def __init__(self) -> None:
+        hold = _hold_setting()
+        assert hold is not None
+        self.every, self.seconds = hold
+        self.seen = 0
+
+    async def process_request(self, request: scrapy.Request) -> None:
+        import asyncio
+
+        for _ in range(self.TURNS):
+            await asyncio.sleep(0)
+        self.seen += 1
+        if self.seen % self.every == 0:
+            time.sleep(self.seconds)
 
 
 def _own_frame(trace: tracemalloc.Trace) -> str:
@@ -164,6 +217,7 @@ class BroadSpider(scrapy.Spider):
         super().__init__(**kwargs)
         self.job = job
         self.marks = marks
+        self.parsed = 0
 
     async def start(self) -> AsyncIterator[Any]:
         job = self.job
@@ -180,8 +234,12 @@ class BroadSpider(scrapy.Spider):
                 pass
 
     def parse(self, response: Response) -> None:
-        """Nothing to extract: the bench judges the requests, not the items."""
-        return None
+        """Nothing to extract: the bench judges the requests, not the items
+        (``BENCH_BROAD_STALL``: every N-th response holds the loop)."""
+        if STALL is not None:
+            self.parsed += 1
+            if self.parsed % STALL[0] == 0:
+                time.sleep(STALL[1])
 
 
 class _Timeline:
@@ -318,7 +376,11 @@ def main(path: str) -> None:
     if os.environ.get(TRACE_ENV) and frames:
         tracemalloc.start(frames)
     marks: dict[str, float] = {"launch": time.time()}
-    process = CrawlerProcess({**BASE_SETTINGS, **job["settings"]})
+    settings = {**BASE_SETTINGS, **job["settings"]}
+    if _hold_setting() is not None:
+        settings["DOWNLOADER_MIDDLEWARES"] = {**settings.get("DOWNLOADER_MIDDLEWARES", {}),
+                                              "bench.broad_crawl.HoldAfterGate": 960}
+    process = CrawlerProcess(settings)
     crawler = process.create_crawler(BroadSpider)
     idle_for = float(job.get("idle", 0.0))
     seen = {"count": -1, "since": 0.0}
@@ -343,6 +405,11 @@ def main(path: str) -> None:
 
     def closed() -> None:
         marks["closed"], marks["closed_cpu"] = time.time(), time.process_time()
+        for mw in getattr(getattr(crawler.engine, "downloader", None), "middleware", None) \
+                .middlewares if crawler.engine else ():
+            slip = getattr(mw, "slip", None)
+            if slip is not None:  # the plugin: sends moved while still unwritten
+                marks["held_sends"] = getattr(slip, "held_sends", -1)
         dump_allocations("closed")
 
     timeline = _Timeline(crawler) if job.get("timeline") else None

@@ -98,7 +98,8 @@ class PolitenessMiddleware:
         self.keys = HostKeys(settings.grouping, settings.ip_exempt,
                              edges if settings.edge_floor <= 0 else None)
         self.slip = SendSlip(self.hosts, self.ips, settings.send_margin)
-        self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check)
+        self.driver = GateDriver(self.gate, self.stats, self.slip.timer_fired, self.slip.check,
+                                 self.slip.released)
         self.slip.on_earlier = self.driver.retime
         self.observer = Observer(settings, self.stats, self.hosts, self.gate)
         self.dropped = DroppedHosts(self.hosts, self.driver, self.observer, self.stats)
@@ -125,13 +126,13 @@ class PolitenessMiddleware:
         # The crawl's own loop lag, measured while any download holds a slot.
         self.loop_lag = LoopMonitor(lambda: self.tickets.held)
         self.tickets = Tickets(crawler, driver=self.driver, outcomes=self.outcomes,
-                               hosts=self.hosts, loop_lag=self.loop_lag,
+                               hosts=self.hosts, loop_lag=self.loop_lag, slip=self.slip,
                                fallback=AddressFallback(self.dns, self.stats), edges=self.edges)
         self._dispatched = self.tickets.held  # request -> its dispatch, until its slot is freed
         self.sender = Sender(
             hosts=self.hosts, ips=self.ips, slip=self.slip, shared=self.shared, dns=self.dns,
             dns_pin=settings.dns_pin, dropped=self.dropped, suspended=self.suspended,
-            observer=self.observer,
+            observer=self.observer, crawler=crawler,
             loop_lag=self.loop_lag, held=self._dispatched, stats=self.stats,
             margin=settings.send_margin)
         self.watchdog = Watchdog(self.gate, self.driver, self.hosts, self.stats,

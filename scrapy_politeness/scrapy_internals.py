@@ -226,7 +226,8 @@ class _BoundedIdlePool(HTTPConnectionPool):
             del self._connections[key]
 
 
-def bound_idle_connections(handler: Any, budget: int) -> bool:
+def bound_idle_connections(handler: Any, budget: int,
+                           pool_class: type[_BoundedIdlePool] = _BoundedIdlePool) -> bool:
     """Give Scrapy's HTTP/1.1 handler a pool of at most ``budget`` idle
     connections (see :class:`_BoundedIdlePool`); whether it could.
 
@@ -237,7 +238,7 @@ def bound_idle_connections(handler: Any, budget: int) -> bool:
     pool = getattr(handler, "_pool", None)
     if not isinstance(pool, HTTPConnectionPool) or _pool_internals_missing(pool):
         return False
-    bounded = _BoundedIdlePool(pool._reactor, pool.persistent, budget)
+    bounded = pool_class(pool._reactor, pool.persistent, budget)
     bounded.maxPersistentPerHost = pool.maxPersistentPerHost
     bounded.cachedConnectionTimeout = pool.cachedConnectionTimeout
     bounded.retryAutomatically = pool.retryAutomatically

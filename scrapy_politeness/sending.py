@@ -23,11 +23,13 @@ from scrapy_politeness.distributed.booking import (
 )
 from scrapy_politeness.downloader.proxies import is_proxied
 from scrapy_politeness.downloader.send_lateness import Dispatch, late_allowance
+from scrapy_politeness.downloader.write_watch import WriteWatch
 
 if TYPE_CHECKING:
     import asyncio
 
     from scrapy import Request
+    from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
     from scrapy_politeness.distributed.sync import SharedSync
@@ -53,7 +55,8 @@ class Sender:
                  shared: SharedSync | None, dns: DnsCache, dns_pin: bool,
                  dropped: DroppedHosts, suspended: SuspendedHosts, observer: Observer,
                  loop_lag: LoopMonitor,
-                 held: dict[Request, Dispatch], stats: StatsCollector, margin: float) -> None:
+                 held: dict[Request, Dispatch], stats: StatsCollector, margin: float,
+                 crawler: Crawler | None = None) -> None:
         self.hosts = hosts
         self.ips = ips
         self.slip = slip
@@ -67,6 +70,9 @@ class Sender:
         self.held = held  # the slot tickets: request -> its dispatch
         self.stats = stats
         self.margin = margin
+        # Where the plugin's HTTP handler tells each request's write (none: no crawler).
+        self.writes = WriteWatch() if crawler is None else WriteWatch.of(crawler)
+        self.writes.on_written = self.written
 
     async def send(self, request: Request, release: Release[Any], *, ip: str | None,
                    bucket: str | None, hostname: str, submitted: float,
@@ -74,6 +80,7 @@ class Sender:
         """Send ``request``, released by the gate (``release``) after it came at
         ``submitted``; ``ip`` its address, ``bucket`` its IP bucket (None: none)."""
         key = release.key
+        release.unwritten = False  # resumed: its dispatch holds the buckets from here
         dispatch = self.held[request] = Dispatch(  # holds a slot
             key, release.at, ip, proxied=is_proxied(request))
         state = self.hosts.get(key)
@@ -113,7 +120,7 @@ class Sender:
         now = loop.time()
         self.loop_lag.wake()
         dispatch.busy = self.loop_lag.busy(now)
-        self.slip.sent(dispatch, now, state)
+        self.slip.sent(dispatch, now, state, watched=self.writes.watches(request))
         waited = release.at - submitted
         request.meta["politeness"] = {  # rounded: people read these (items, logs)
             "ip": ip, "key": key, "waited": round(waited, 6),
@@ -123,3 +130,10 @@ class Sender:
                                  interval=release.interval)
         if self.dns_pin and ip is not None:
             self.dns.pin(hostname, ip)
+
+    def written(self, request: Request) -> None:
+        """The handler writes ``request`` to its connection now (:mod:`.write_watch`)."""
+        dispatch = self.held.get(request)
+        loop = self.slip.loop
+        if dispatch is not None and loop is not None:
+            self.slip.written(dispatch, loop.time())

@@ -28,14 +28,17 @@ class GateDriver:
     """The gate on the event loop, with listeners told when a host is re-timed.
 
     ``on_timer(expected, now)`` is called whenever the timer fires, so a late
-    one can reveal a stalled loop, and ``before_poll(now)`` before every look
-    for releases, so a turn running long is seen before it releases anything
-    (see :class:`~scrapy_politeness.downloader.send_lateness.SendSlip`).
+    one can reveal a stalled loop, ``before_poll(now)`` before every look
+    for releases, so a turn running long is seen before it releases anything,
+    and ``on_release(release, now)`` with each release handed to a waiter, which
+    sends it only once it resumes (see
+    :class:`~scrapy_politeness.downloader.send_lateness.SendSlip`).
     """
 
     def __init__(self, gate: Gate[Waiter], stats: StatsCollector,
                  on_timer: Callable[[float, float], None],
-                 before_poll: Callable[[float], None] | None = None) -> None:
+                 before_poll: Callable[[float], None] | None = None,
+                 on_release: Callable[[Release[Any], float], None] | None = None) -> None:
         self.gate = gate
         self.stats = stats
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -43,6 +46,7 @@ class GateDriver:
         self.closing = False
         self._on_timer_cb = on_timer
         self._before_poll = before_poll
+        self._on_release = on_release  # a release handed to a waiter that resumes later
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = math.inf
         self._listeners: list[Callable[[str], None]] = []
@@ -72,6 +76,7 @@ class GateDriver:
             # Cancelled after the gate released it (the future holds a result the
             # task never resumed to take): that release's slot is freed here.
             if fut.done() and not fut.cancelled() and fut.exception() is None:
+                fut.result().unwritten = False  # never sent: it holds its buckets no longer
                 self.done(key)
             raise
         finally:
@@ -95,6 +100,8 @@ class GateDriver:
             else:
                 release.token = None  # type: ignore[assignment]  # no future <-> release cycle
                 fut.set_result(release)
+                if self._on_release is not None:
+                    self._on_release(release, now)
         self._arm()
 
     def _arm(self) -> None:

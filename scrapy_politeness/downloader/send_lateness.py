@@ -6,12 +6,17 @@ request, so a slow loop turn can widen a gap but never shorten it:
 - at release, the spend moves to ``resume + 2 x lag`` (``lag`` a slowly
   decaying maximum of recent resume lags, at most ``STALL``: a longer one is
   a stall, handled by the turn count below, not a turn to expect again);
-- a request's bytes are written a few loop turns after its release
-  (:mod:`.policy.stalls`), so while any send is that close, a tick runs once
-  a turn: a turn that ran long (a full garbage collection, a slow callback)
-  held them, and their spends move to its end, before anything else runs.
-  The gate asks the same before every release (:meth:`SendSlip.check`), for
-  a turn that is running long still;
+- until the crawl sees a request written to its connection (the plugin's
+  HTTP handler, :meth:`SendSlip.written`) it may not have left: before every
+  release (:meth:`SendSlip.check`) the buckets of the sends still unwritten
+  move to at least now, and at the write to the write (:mod:`.policy.stalls`,
+  ``Unwritten``), however long they wait and however many turns pass;
+- the bytes leave a turn after that write (a few turns after the release
+  where the write is not seen), so while any send is that close, a tick runs
+  once a turn: a turn that ran long (a full garbage collection, a slow
+  callback) held them, and their spends move to its end, before anything
+  else runs. The gate asks the same before every release, for a turn that is
+  running long still;
 - once headers arrive, the download's real start (and whatever the first byte
   took beyond the host's usual latency) moves the buckets again; behind a
   proxy, whose forwarding delay varies, the answer itself.
@@ -23,12 +28,17 @@ shared buckets too, so other processes space from the real start.
 from __future__ import annotations
 
 import asyncio
-import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any
 
 from scrapy_politeness.downloader.connections import Connections
-from scrapy_politeness.policy.stalls import RecentSends
+from scrapy_politeness.downloader.dispatch import (
+    LEAD,
+    AnswerBound,
+    Dispatch,
+    LateArrivals,
+    late_allowance,
+)
+from scrapy_politeness.policy.stalls import RecentSends, Unwritten
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,62 +48,6 @@ if TYPE_CHECKING:
 __all__ = ["LEAD", "STALL", "AnswerBound", "Dispatch", "LateArrivals", "SendSlip", "late_allowance"]
 
 STALL = 0.004  # a loop turn this long may have held the sends still on their way
-# The frontier hands a request out up to this long before the instant it booked.
-LEAD = 0.05
-
-
-def late_allowance(state: HostState, ip_spacing: float | None) -> float:
-    """How late after its booked start a request may still go, its real start
-    reported to the shared buckets at once (``ip_spacing``: what its start
-    spends on its IP, ``IPTable.spacing``; None: no IP bucket).
-
-    The next start on the same buckets is booked no sooner than one spacing
-    after this booking, minus the frontier's lead; half of what is left leaves
-    the report ample time to land first. Later than this: booked afresh.
-    """
-    spacing = state.clamped
-    if ip_spacing is not None and ip_spacing < spacing:
-        spacing = ip_spacing
-    return max(0.0, (spacing - LEAD) / 2.0)
-
-
-class AnswerBound(NamedTuple):
-    """A frontier booking whose answer came (``answered``, the event loop's
-    clock) sooner than where its pop spent the buckets (``spent``, the server's
-    clock): the fetch's feedback moves them back to the answer less ``margin``."""
-
-    ip: str | None
-    answered: float
-    spent: float
-    ip_spacing: float
-    margin: float
-
-
-@dataclass(slots=True)
-class Dispatch:
-    """A request the gate let through, until its outcome comes back."""
-
-    key: str
-    at: float
-    ip: str | None = None
-    booked_slip: float = math.inf  # how late a start the shared booking already spent for
-    spent: float = math.nan  # the host's last start this send left (see SendSlip.sent)
-    ip_next: float = math.nan  # the IP's next-eligible instant this send left
-    cold: bool = False  # sent with no kept-alive connection of its host known idle
-    busy: float = 0.0  # the loop's accumulated lateness at the send (LoopMonitor.busy)
-    loop_lag: float = math.nan  # the loop's lateness from the send to its headers
-    proxied: bool = False  # through a proxy: its forwarding delay varies request by request
-    # Sent as the frontier booked it: where its pop spent the shared buckets (the
-    # server's clock); its answer, when sooner than that (headers_received)
-    server_spent: float = math.nan
-    answer: AnswerBound | None = None
-
-
-class LateArrivals(Protocol):
-    """Where a late arrival is reported with a shared backend (``SharedSync``)."""
-
-    def late_arrival(self, dispatch: Dispatch, state: HostState, arrived: float,
-                     now: float) -> None: ...
 
 
 class SendSlip:
@@ -110,6 +64,8 @@ class SendSlip:
         self.lag = 0.0  # recent event-loop resume lag
         self.loop: asyncio.AbstractEventLoop | None = None
         self.recent: RecentSends[Dispatch] = RecentSends()
+        self.unwritten: Unwritten[Dispatch | Release[Any]] = Unwritten()
+        self.held_sends = 0  # spends moved because a send was still unwritten (a stat)
         self.turn = 0  # loop turns counted while a send may be on its way
         self.turn_began = 0.0  # when the tick of the current turn ran
         self._ticking = False
@@ -126,23 +82,77 @@ class SendSlip:
         if state.clamped > 0 or self.ips.floor > 0:
             self.ips.spend(ip, at, state.ip_clamped)
 
-    def sent(self, dispatch: Dispatch, now: float, state: HostState) -> None:
+    def sent(self, dispatch: Dispatch, now: float, state: HostState, *,
+             watched: bool = False) -> None:
         """Remember a send until it is written, so a long turn that holds it can
         move it, and (without a shared backend) what it spent, so its answer can
-        tell whether anything spent the buckets since."""
+        tell whether anything spent the buckets since. ``watched``: its write
+        will be seen (:meth:`written`); until then it holds its buckets."""
         if self.conns.cold(dispatch.key):  # its server reads it only after the set-up
             dispatch.cold = True
             setup = self.conns.setup_of(dispatch.ip)
             if setup > 0.0:
                 self.spend(state, dispatch.ip, now + setup)
+        if watched:
+            self.unwritten.add(dispatch, now)
+            if dispatch.until > now:  # behind a send moved later: spent as late
+                self.spend(state, dispatch.ip, dispatch.until)
         if self.shared is None or dispatch.server_spent == dispatch.server_spent:
             dispatch.spent = state.last_start
             dispatch.ip_next = self.ips.eligible_at(dispatch.ip)
+        if not watched:
+            self._recent(dispatch, now)
+
+    def _recent(self, dispatch: Dispatch, now: float) -> None:
+        """Keep ``dispatch`` for the ticks: its bytes leave within a few turns."""
         self.recent.add(dispatch, self.turn)
         if not self._ticking and self.loop is not None:
             self._ticking = self._first_tick = True
             self.turn_began = now
             self.loop.call_soon(self._tick)
+
+    def written(self, dispatch: Dispatch, now: float) -> None:
+        """The crawl wrote ``dispatch`` to its connection at ``now``: its bytes
+        leave on the loop's next turn, so its buckets are spent from here (a
+        turn that runs long before then moves them again, as a tick sees it)."""
+        if not dispatch.unwritten:
+            return
+        dispatch.unwritten = False
+        state = self.hosts.peek(dispatch.key)
+        if state is not None:
+            self._move(dispatch, state, now + 2.0 * self.lag, now)
+            if self.shared is None:  # what the answer may move back (its own spend)
+                dispatch.spent = state.last_start
+                dispatch.ip_next = self.ips.eligible_at(dispatch.ip)
+        self._recent(dispatch, now)
+
+    def released(self, release: Release[Any], now: float) -> None:
+        """The gate released ``release`` to a waiter that sends it only once it
+        resumes (:meth:`sent`); a long turn may come first, so it is held too."""
+        self.unwritten.add(release, now)
+        if release.until > now:  # behind a send moved later: spent as late
+            state = self.hosts.peek(release.key)
+            if state is not None:
+                self.spend(state, release.ip, release.until)
+
+    def ended(self, dispatch: Dispatch) -> None:
+        """``dispatch``'s download ended (answered, failed, dropped): whatever it
+        was, it holds its buckets no longer."""
+        dispatch.unwritten = False
+
+    def _hold(self, now: float) -> None:
+        """Before a release at ``now``: every send still unwritten leaves no
+        sooner than now, so its buckets (and the shared ones) move here."""
+        at = now + 2.0 * self.lag
+        for held in self.unwritten.overdue(now, at):
+            state = self.hosts.peek(held.key)
+            if state is None:
+                continue
+            self.held_sends += 1
+            if isinstance(held, Dispatch):
+                self._move(held, state, held.until, now)
+            else:  # a release not resumed yet: its IP bucket as the gate spent it
+                self.spend(state, held.ip, held.until)
 
     def _tick(self) -> None:
         """The first callback of a turn (scheduled by the previous one): if that
@@ -174,6 +184,8 @@ class SendSlip:
         if self._ticking and now - self.turn_began > STALL:
             self.stalled(now)
             self.turn_began = now
+        elif self.unwritten.due(now):
+            self._hold(now)
 
     def spend_at_send(self, release: Release[Any], now: float) -> None:
         """Move the spend from the gate's release to the estimated real send.
@@ -208,12 +220,19 @@ class SendSlip:
         at = now + 2.0 * self.lag
         for dispatch in self.recent.held(self.turn):
             state = self.hosts.peek(dispatch.key)
-            if state is None:
-                continue
-            self.spend(state, dispatch.ip, at)
-            if self.shared is not None and at - dispatch.at > dispatch.booked_slip:
-                self.shared.late_arrival(dispatch, state, at, now)
-                dispatch.booked_slip = at - dispatch.at  # reported: only a later move reports again
+            if state is not None:
+                self._move(dispatch, state, at, now)
+        if self.unwritten.due(now):
+            self._hold(now)
+
+    def _move(self, dispatch: Dispatch, state: HostState, at: float, now: float) -> None:
+        """``dispatch`` reaches its server no sooner than ``at``: its buckets move
+        there, and with a shared backend a start later than its booking allowed
+        for is reported (once per move later still)."""
+        self.spend(state, dispatch.ip, at)
+        if self.shared is not None and at - dispatch.at > dispatch.booked_slip:
+            self.shared.late_arrival(dispatch, state, at, now)
+            dispatch.booked_slip = at - dispatch.at  # reported: only a later move reports again
 
     def headers_received(self, dispatch: Dispatch, latency: float, now: float) -> None:
         """Learn when the download really started, once its headers are in.
@@ -225,6 +244,7 @@ class SendSlip:
         tells that from a slow answer: whatever the first byte took beyond the
         host's usual latency counts as a late arrival.
         """
+        dispatch.unwritten = False  # answered: it was written, seen or not
         half = (now - latency - dispatch.at) / 2.0
         if half > self.lag:
             self.lag = half if half < STALL else STALL

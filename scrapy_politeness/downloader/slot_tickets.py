@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from scrapy_politeness.downloader.feedback import Outcomes
     from scrapy_politeness.downloader.gate_driver import GateDriver
     from scrapy_politeness.downloader.loop_lag import LoopMonitor
-    from scrapy_politeness.downloader.send_lateness import Dispatch
+    from scrapy_politeness.downloader.send_lateness import Dispatch, SendSlip
     from scrapy_politeness.policy import HostTable
 
 __all__ = ["Tickets"]
@@ -63,7 +63,7 @@ class Tickets:
     """The held slots of one crawler: ``held`` maps a request to its dispatch."""
 
     def __init__(self, crawler: Crawler, *, driver: GateDriver, outcomes: Outcomes,
-                 hosts: HostTable, loop_lag: LoopMonitor,
+                 hosts: HostTable, loop_lag: LoopMonitor, slip: SendSlip | None = None,
                  fallback: AddressFallback | None = None,
                  edges: EdgeWatch | None = None) -> None:
         self.crawler = crawler
@@ -73,6 +73,7 @@ class Tickets:
         self.hosts = hosts
         self.stats = crawler.stats
         self.held: dict[Request, Dispatch] = {}
+        self.slip = slip  # an ended send holds its buckets no longer (SendSlip.ended)
         self.proxy = ProxyFailures(self.stats, driver.done)  # outcomes that are the proxy's
         self.fallback = fallback  # a connection the address refused: the name's next address
         self.edges = edges  # CDN edges told by their headers (POLITENESS_CDN_EDGES)
@@ -83,16 +84,24 @@ class Tickets:
     def hold(self, request: Request, dispatch: Dispatch) -> None:
         self.held[request] = dispatch
 
+    def _take(self, request: Request) -> Dispatch | None:
+        """``request``'s dispatch, its slot given back (None: it held none)."""
+        dispatch = self.held.pop(request, None)
+        if dispatch is not None and dispatch.unwritten and self.slip is not None:
+            self.slip.ended(dispatch)
+        return dispatch
+
     def abort(self, request: Request) -> None:
         """The request failed on its way to the downloader: free its slot, no outcome."""
-        dispatch = self.held.pop(request, None)
+        dispatch = self._take(request)
         if dispatch is not None:
             self.driver.done(dispatch.key)
 
     def reentered(self, request: Request) -> None:
         """``request`` is back in the plugin holding a ticket: its last pass ended
         unreported, so its slot is freed now (no outcome), not overwritten."""
-        dispatch = self.held.pop(request)
+        dispatch = self._take(request)
+        assert dispatch is not None
         self.driver.done(dispatch.key)
         self.stats.inc_value(STATS + "released_unreported")
 
@@ -100,7 +109,7 @@ class Tickets:
 
     def response(self, request: Request, response: Response) -> None:
         """Feed the response back and free the slot (once)."""
-        dispatch = self.held.pop(request, None)
+        dispatch = self._take(request)
         if dispatch is None:
             return
         if self.proxy.answered(request, response, dispatch.key):
@@ -123,7 +132,7 @@ class Tickets:
 
     def exception(self, request: Request, exception: BaseException) -> None:
         """Feed a failed download back (when it reached the server) and free the slot (once)."""
-        dispatch = self.held.pop(request, None)
+        dispatch = self._take(request)
         if dispatch is None:
             return
         if isinstance(exception, IgnoreRequest) or not isinstance(exception, Exception):
@@ -164,7 +173,9 @@ class Tickets:
             return 0
         gone = [request for request in self.held if request not in active]
         for request in gone:
-            self.driver.done(self.held.pop(request).key)
+            dispatch = self._take(request)
+            if dispatch is not None:
+                self.driver.done(dispatch.key)
         if gone:
             self.stats.inc_value(STATS + "released_unreported", len(gone))
         return len(gone)

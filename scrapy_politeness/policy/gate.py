@@ -40,6 +40,10 @@ class Release(Generic[T]):
     ip: str | None
     interval: float
     at: float
+    # Until the request resumes with it, the send slip holds its buckets
+    # (``policy.stalls.Unwritten``): a long turn may hold the resume itself.
+    until: float = float("-inf")
+    unwritten: bool = False
 
 
 class Gate(Generic[T]):
