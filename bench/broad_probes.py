@@ -27,7 +27,9 @@ def _q(values: list[float], p: float) -> float:
 
 
 def windows(result: dict[str, Any], seconds: int) -> list[str]:
-    rows, probes = result["timeline"], result["probes"]
+    rows, probes = result.get("timeline"), result.get("probes")
+    if not rows or not probes:
+        return ["no probes in this result: run the bench with --timeline"]
     out = ["t(s) | req/s | CPU % | run-queue wait % | downloader active | asks answered/s | "
            "asks None/s | robots waiting | in flight | ahead | target"]
     for i in range(0, len(rows) - seconds, seconds):

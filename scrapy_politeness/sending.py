@@ -21,8 +21,8 @@ from scrapy_politeness.distributed.booking import (
     put_late_in_force,
     start_as_booked,
 )
+from scrapy_politeness.downloader.dispatch import Dispatch, late_allowance
 from scrapy_politeness.downloader.proxies import is_proxied
-from scrapy_politeness.downloader.send_lateness import Dispatch, late_allowance
 from scrapy_politeness.downloader.write_watch import WriteWatch
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ import asyncio
 import math
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from scrapy_politeness.downloader.send_lateness import LEAD, Dispatch, late_allowance
+from scrapy_politeness.downloader.dispatch import LEAD, Dispatch, late_allowance
 from scrapy_politeness.policy import Release
 
 if TYPE_CHECKING:

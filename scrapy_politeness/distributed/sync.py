@@ -19,7 +19,7 @@ from scrapy.exceptions import CloseSpider
 
 from scrapy_politeness.distributed.base import LateStart
 from scrapy_politeness.distributed.sleeps import Sleeps, SuspendedElsewhere
-from scrapy_politeness.downloader.send_lateness import STALL, Dispatch, late_allowance
+from scrapy_politeness.downloader.dispatch import STALL, Dispatch, late_allowance
 from scrapy_politeness.policy import Release, Signal, merge_shared
 
 if TYPE_CHECKING:

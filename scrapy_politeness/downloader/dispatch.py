@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 if TYPE_CHECKING:
     from scrapy_politeness.policy import HostState
 
-__all__ = ["LEAD", "AnswerBound", "Dispatch", "LateArrivals", "late_allowance"]
+__all__ = ["LEAD", "STALL", "AnswerBound", "Dispatch", "LateArrivals", "late_allowance"]
 
+STALL = 0.004  # a loop turn this long may have held the sends still on their way
 # The frontier hands a request out up to this long before the instant it booked.
 LEAD = 0.05
 

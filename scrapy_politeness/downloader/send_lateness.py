@@ -31,13 +31,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from scrapy_politeness.downloader.connections import Connections
-from scrapy_politeness.downloader.dispatch import (
-    LEAD,
-    AnswerBound,
-    Dispatch,
-    LateArrivals,
-    late_allowance,
-)
+from scrapy_politeness.downloader.dispatch import STALL, AnswerBound, Dispatch, LateArrivals
 from scrapy_politeness.policy.stalls import RecentSends, Unwritten
 
 if TYPE_CHECKING:
@@ -45,9 +39,7 @@ if TYPE_CHECKING:
 
     from scrapy_politeness.policy import HostState, HostTable, IPTable, Release
 
-__all__ = ["LEAD", "STALL", "AnswerBound", "Dispatch", "LateArrivals", "SendSlip", "late_allowance"]
-
-STALL = 0.004  # a loop turn this long may have held the sends still on their way
+__all__ = ["STALL", "AnswerBound", "Dispatch", "SendSlip"]
 
 
 class SendSlip:
