@@ -38,10 +38,15 @@ def redis_server() -> Iterator[RedisServer]:
     yield from redis_server_fixture()
 
 
-async def _moves_back_while_its_own(server: RedisServer) -> None:
-    f = Frontier(server)
+async def _opened(server: RedisServer) -> tuple[Frontier, RedisBackend]:
+    """A frontier client (the pops) and a backend (the feedback) on ``server``."""
     b = RedisBackend(server.url, namespace=NS, margin=MARGIN)
     await b.open()
+    return Frontier(server), b
+
+
+async def _moves_back_while_its_own(server: RedisServer) -> None:
+    f, b = await _opened(server)
     loop = asyncio.get_running_loop()
     try:
         f.push("a.test", "a1")
@@ -86,9 +91,7 @@ async def test_a_sooner_answer_moves_the_shared_buckets_back_while_they_are_its_
 async def _never_forward(server: RedisServer) -> None:
     """An answer later than the spend (a slow server) moves nothing: later
     starts are the late-start path's, and the answer is only an upper bound."""
-    f = Frontier(server)
-    b = RedisBackend(server.url, namespace=NS, margin=MARGIN)
-    await b.open()
+    f, b = await _opened(server)
     loop = asyncio.get_running_loop()
     try:
         f.push("a.test", "a1")

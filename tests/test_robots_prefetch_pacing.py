@@ -58,6 +58,17 @@ async def _turn() -> None:
     for _ in range(3):
         await deferLater(reactor, 0, lambda: None)  # type: ignore[arg-type]
 
+def _schedule_held(prefetch: Any, n: int) -> bool:
+    """Schedule hosts h0..h{n-1}, each held for its robots.txt; whether all were."""
+    held = True
+    for i in range(n):
+        prefetch.scheduled(Request(f"http://h{i}.test/p"))
+        host = HostEntry(f"h{i}.test", None)  # type: ignore[arg-type]
+        host.hostname = f"h{i}.test"
+        held = prefetch.hold(host) and held
+    return held
+
+
 
 @pytest_twisted.ensureDeferred
 async def test_fetches_start_as_the_queue_hands_out_first_pages(
@@ -93,11 +104,7 @@ async def test_a_host_never_served_does_not_stop_the_prefetch(
         monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [100.0]
     prefetch, robots, _ = _setup(monkeypatch, clock)
-    for i in range(10):
-        prefetch.scheduled(Request(f"http://h{i}.test/p"))
-        host = HostEntry(f"h{i}.test", None)  # type: ignore[arg-type]
-        host.hostname = f"h{i}.test"
-        prefetch.hold(host)
+    _schedule_held(prefetch, 10)
     for d in list(robots.fetches.values()):
         d.callback(None)
     await _turn()
@@ -115,11 +122,7 @@ async def test_an_ask_the_queue_could_not_answer_starts_one_more_fetch(
     robots.txt are what it waits for, so one more fetch starts at each such ask."""
     clock = [100.0]
     prefetch, robots, _ = _setup(monkeypatch, clock)
-    for i in range(10):
-        prefetch.scheduled(Request(f"http://h{i}.test/p"))
-        host = HostEntry(f"h{i}.test", None)  # type: ignore[arg-type]
-        host.hostname = f"h{i}.test"
-        assert prefetch.hold(host)
+    assert _schedule_held(prefetch, 10)
     assert len(robots.fetches) == 4  # the floor, all in flight
     prefetch.starved()
     prefetch.starved()
