@@ -69,17 +69,20 @@ end
 -- the recovery and the dead verdict remember), a crawl-delay, a pause, its
 -- next start (``nxt``; nil: none), plus ``idle``. Its field ``exp`` says until
 -- when its TTL was last set: while that covers the need, nothing is written
--- (nil); else the TTL in seconds to set, ``idle`` more than needed, so most
--- writes of a busy host skip the PEXPIRE (one command per booking and per
--- outcome). The caller writes ``exp`` = now + that in its own HSET, then
--- keep_host sets the TTL (after the HSET: a hash it created has one too).
-local function host_ttl(nxt, crawl_delay, not_before, ceiling, now, idle, exp)
+-- (nil); else the TTL in seconds to set, ``slack`` more than needed. A booking
+-- passes ``idle`` as slack, so most bookings of a busy host skip the PEXPIRE
+-- (one command each); an outcome, which may change a verdict, passes no
+-- ``exp`` and 0: the hash then lives exactly ``idle`` past what it needs, so a
+-- dead or paused host is forgotten when JOBDIR's saved state forgets it. The
+-- caller writes ``exp`` = now + that in its own HSET, then keep_host sets the
+-- TTL (after the HSET: a hash it created has one too).
+local function host_ttl(nxt, crawl_delay, not_before, ceiling, now, idle, exp, slack)
   local keep = ceiling
   if crawl_delay > keep then keep = crawl_delay end
   if not_before - now > keep then keep = not_before - now end
   if nxt and nxt - now > keep then keep = nxt - now end
   if exp and exp >= now + keep + idle then return nil end
-  return keep + 2 * idle
+  return keep + idle + slack
 end
 
 local function keep_host(hkey, ttl)
@@ -90,7 +93,7 @@ end
 -- ride on the same HSET); ``exp``: read_host's. Returns its next start.
 local function spend_host(hkey, sent, interval, crawl_delay, not_before, ceiling, now, idle,
                           exp, ...)
-  local ttl = host_ttl(sent + interval, crawl_delay, not_before, ceiling, now, idle, exp)
+  local ttl = host_ttl(sent + interval, crawl_delay, not_before, ceiling, now, idle, exp, idle)
   if ttl then
     redis.call('HSET', hkey, 'last_start', fmt(sent), 'exp', fmt(now + ttl), ...)
     keep_host(hkey, ttl)

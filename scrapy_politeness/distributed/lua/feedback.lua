@@ -62,7 +62,7 @@ local function clamp(adaptive, crawl_delay)
 end
 
 -- read_host's fields and the recovery's in ONE HMGET (a command per request saved)
-local adaptive, crawl_delay, last_start, not_before, prev, streak, dead, exp, f =
+local adaptive, crawl_delay, last_start, not_before, prev, streak, dead, _, f =
   read_host(KEYS[1], default, 'fail_at', 'good_at', 'run', 'gap', 'cost')
 local fail_at, good_at, run = tonumber(f[1]) or 0, tonumber(f[2]) or 0, tonumber(f[3]) or 0
 local gap = tonumber(f[4]) or 0  -- start-to-start before the last booked start (reserve.lua)
@@ -197,7 +197,7 @@ if dead == 0 and streak >= dead_after then dead = 1 end
 
 local nxt = nil
 if last_start then nxt = last_start + clamp(adaptive, crawl_delay) end
-local ttl = host_ttl(nxt, crawl_delay, not_before, ceiling, now, idle, exp)
+local ttl = host_ttl(nxt, crawl_delay, not_before, ceiling, now, idle, nil, 0)  -- exact
 local extend = {}
 if ttl then extend = {'exp', fmt(now + ttl)} end
 redis.call('HSET', KEYS[1], 'adaptive', fmt(adaptive), 'not_before', fmt(not_before),
